@@ -1,0 +1,11 @@
+//! Types shared by every layer of Strata: the error enum (with its MySQL error numbers), the
+//! newtypes for identifiers and timestamps, and the SQL `Value`.
+
+pub mod error;
+pub mod ids;
+pub mod time;
+pub mod value;
+
+pub use error::{Code, Error, LockInfo, Result};
+pub use ids::{IndexId, TableId, Timestamp};
+pub use value::Value;

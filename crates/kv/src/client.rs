@@ -1,0 +1,115 @@
+//! The transactional KV API (Percolator). Every call is batch-shaped: it carries many keys so
+//! one round trip does real work when the store is remote.
+
+use async_trait::async_trait;
+use strata_common::{Result, Timestamp};
+
+/// A write a transaction wants to make to one key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    /// Set the key.
+    Put(Vec<u8>, Vec<u8>),
+    /// Delete the key.
+    Delete(Vec<u8>),
+    /// Lock the key without writing it (SELECT ... FOR UPDATE in optimistic mode).
+    Lock(Vec<u8>),
+}
+
+impl Mutation {
+    /// The key written.
+    pub fn key(&self) -> &[u8] {
+        match self {
+            Mutation::Put(k, _) | Mutation::Delete(k) | Mutation::Lock(k) => k,
+        }
+    }
+}
+
+/// How a transaction detects conflicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockMode {
+    /// Conflicts are found at prewrite (commit) time.
+    Optimistic,
+    /// Keys are locked as statements write them; prewrite checks the locks are still held.
+    Pessimistic,
+}
+
+/// The first phase of two-phase commit.
+#[derive(Clone, Debug)]
+pub struct PrewriteRequest {
+    /// Writes to lock and stage.
+    pub mutations: Vec<Mutation>,
+    /// The transaction's primary key (its commit point).
+    pub primary: Vec<u8>,
+    /// The transaction's start timestamp.
+    pub start_ts: Timestamp,
+    /// Lock time to live in milliseconds.
+    pub ttl_ms: u64,
+    /// Pessimistic transactions must already hold a pessimistic lock on the keys marked in
+    /// `locked`; other keys (such as non-unique index entries) need no conflict check.
+    pub mode: LockMode,
+    /// For pessimistic mode: whether mutation i must hold this transaction's pessimistic lock.
+    pub locked: Vec<bool>,
+}
+
+/// A request to take pessimistic locks, waiting for other holders.
+#[derive(Clone, Debug)]
+pub struct PessimisticLockRequest {
+    /// Keys to lock.
+    pub keys: Vec<Vec<u8>>,
+    /// The transaction's primary key.
+    pub primary: Vec<u8>,
+    /// The transaction's start timestamp (its identity).
+    pub start_ts: Timestamp,
+    /// The statement's read timestamp: a commit newer than this is a write conflict.
+    pub for_update_ts: Timestamp,
+    /// Lock time to live in milliseconds.
+    pub ttl_ms: u64,
+    /// How long to wait for another transaction's lock; `None` fails at once.
+    pub wait_timeout_ms: Option<u64>,
+}
+
+/// What `check_txn_status` found about a transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxnStatus {
+    /// Committed at this timestamp.
+    Committed(Timestamp),
+    /// Rolled back (possibly just now, because its lock had expired).
+    RolledBack,
+    /// Still running; its primary lock lives for this many more milliseconds.
+    Locked {
+        /// Remaining time to live.
+        ttl_left_ms: u64,
+    },
+}
+
+/// The transactional KV API.
+#[async_trait]
+pub trait Client: Send + Sync + 'static {
+    /// Reads keys at `ts`. Fails with `Error::KeyLocked` if a key has a lock from a
+    /// transaction that started at or before `ts`.
+    async fn batch_get(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>>;
+    /// Reads up to `limit` entries of `[start, end)` at `ts`, in key order.
+    async fn scan(&self, start: &[u8], end: &[u8], ts: Timestamp, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// Takes pessimistic locks; waits for holders up to the timeout, detecting deadlocks.
+    async fn pessimistic_lock(&self, req: PessimisticLockRequest) -> Result<()>;
+    /// Prewrites mutations: checks for conflicts and leaves locks with the staged values.
+    async fn prewrite(&self, req: PrewriteRequest) -> Result<()>;
+    /// Commits keys prewritten by `start_ts` at `commit_ts`. Committing the primary key is the
+    /// transaction's commit point. Durable when this returns.
+    async fn commit(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp) -> Result<()>;
+    /// Rolls back the locks of `start_ts` on `keys`, leaving a record that stops a late
+    /// prewrite from succeeding.
+    async fn rollback(&self, keys: &[Vec<u8>], start_ts: Timestamp) -> Result<()>;
+    /// Finds out whether the transaction whose primary is `primary` committed; rolls it back
+    /// if its lock expired (as judged at `current_ts`).
+    async fn check_txn_status(&self, primary: &[u8], start_ts: Timestamp, current_ts: Timestamp) -> Result<TxnStatus>;
+    /// Commits (`Some`) or rolls back (`None`) every lock of `start_ts` on `keys`.
+    async fn resolve_locks(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Option<Timestamp>) -> Result<()>;
+}
+
+/// The timestamp oracle: strictly increasing timestamps, the only source of MVCC order.
+#[async_trait]
+pub trait Oracle: Send + Sync + 'static {
+    /// A new timestamp, larger than every one handed out before (also across restarts).
+    async fn get_ts(&self) -> Result<Timestamp>;
+}

@@ -1,0 +1,14 @@
+//! Percolator-style multi-version concurrency control on a `storage::Engine`, and the
+//! in-process implementation of `kv::Client` and `kv::Oracle` that the embedded server uses.
+
+pub mod gc;
+pub mod latches;
+pub mod local;
+pub mod lock_manager;
+pub mod records;
+pub mod store;
+pub mod tso;
+
+pub use local::LocalClient;
+pub use store::MvccStore;
+pub use tso::{Clock, LocalOracle, SystemClock};

@@ -1,0 +1,142 @@
+//! `LocalClient`: the embedded implementation of `kv::Client`, calling `MvccStore` in process.
+//!
+//! Write commands run on tokio's blocking pool: they may wait on key latches or on a WAL
+//! fsync, and several commits syncing at once share one fsync (RocksDB write groups). Only
+//! `commit` syncs: the WAL is sequential, so syncing a commit also makes every earlier
+//! prewrite durable. Reads run inline.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use strata_common::{Error, Result, Timestamp};
+use strata_kv::{Client, PessimisticLockRequest, PrewriteRequest, TxnStatus};
+use tokio::time::Instant;
+
+use crate::lock_manager::LockManager;
+use crate::records::Kind;
+use crate::store::MvccStore;
+
+/// The in-process KV client.
+#[derive(Clone)]
+pub struct LocalClient {
+    store: Arc<MvccStore>,
+    locks: Arc<LockManager>,
+    /// Whether commits wait for the WAL fsync (true in production).
+    sync: bool,
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| Error::internal(format!("storage task failed: {e}")))?
+}
+
+impl LocalClient {
+    /// A client over `store`; `sync` makes commits durable before they return.
+    pub fn new(store: Arc<MvccStore>, sync: bool) -> LocalClient {
+        LocalClient { store, locks: Arc::new(LockManager::default()), sync }
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Arc<MvccStore> {
+        &self.store
+    }
+
+    /// Startup recovery for the embedded node: no transaction survives a restart, so every
+    /// lock left on disk is resolved now, committing it if its primary committed and
+    /// rolling it back otherwise. Returns how many locks were resolved.
+    pub fn recover_locks(&self) -> Result<usize> {
+        let locks = self.store.all_locks()?;
+        let n = locks.len();
+        for (key, lock) in locks {
+            let status = if lock.kind == Kind::Pessimistic {
+                TxnStatus::RolledBack
+            } else {
+                // A current_ts of MAX treats every primary lock as expired.
+                self.store.check_txn_status(&lock.primary, lock.start_ts, Timestamp::MAX, true)?
+            };
+            let commit_ts = match status {
+                TxnStatus::Committed(ts) => Some(ts),
+                _ => None,
+            };
+            self.store.resolve(&[key], lock.start_ts, commit_ts, true)?;
+        }
+        Ok(n)
+    }
+}
+
+#[async_trait]
+impl Client for LocalClient {
+    async fn batch_get(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.store.get(k, ts)).collect()
+    }
+
+    async fn scan(&self, start: &[u8], end: &[u8], ts: Timestamp, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.store.scan(start, end, ts, limit)
+    }
+
+    async fn pessimistic_lock(&self, req: PessimisticLockRequest) -> Result<()> {
+        let deadline = req.wait_timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+        let req = Arc::new(req);
+        let mut registered: Option<(Vec<u8>, Arc<tokio::sync::Notify>)> = None;
+        loop {
+            let (store, r) = (self.store.clone(), req.clone());
+            let blocked = blocking(move || store.pessimistic_lock(&r, false)).await?;
+            let Some(b) = blocked else { return Ok(()) };
+            let Some(deadline) = deadline else { return Err(Error::LockWaitTimeout) };
+            // First time blocked on this key: register, then retry once before sleeping, so
+            // a release between the attempt and the registration is not missed.
+            let notify = match &registered {
+                Some((k, n)) if *k == b.key => n.clone(),
+                _ => {
+                    registered = Some((b.key.clone(), self.locks.notifier(&b.key)));
+                    continue;
+                }
+            };
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            self.locks.start_wait(req.start_ts, b.holder)?;
+            let waited = tokio::time::timeout_at(deadline, notified).await;
+            self.locks.end_wait(req.start_ts);
+            registered = None;
+            if waited.is_err() {
+                return Err(Error::LockWaitTimeout);
+            }
+        }
+    }
+
+    async fn prewrite(&self, req: PrewriteRequest) -> Result<()> {
+        let store = self.store.clone();
+        blocking(move || store.prewrite(&req, false)).await
+    }
+
+    async fn commit(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp) -> Result<()> {
+        let (store, k, sync) = (self.store.clone(), keys.to_vec(), self.sync);
+        blocking(move || store.commit(&k, start_ts, commit_ts, sync)).await?;
+        self.locks.wake(keys);
+        Ok(())
+    }
+
+    async fn rollback(&self, keys: &[Vec<u8>], start_ts: Timestamp) -> Result<()> {
+        let (store, k) = (self.store.clone(), keys.to_vec());
+        blocking(move || store.rollback(&k, start_ts, false)).await?;
+        self.locks.wake(keys);
+        Ok(())
+    }
+
+    async fn check_txn_status(&self, primary: &[u8], start_ts: Timestamp, current_ts: Timestamp) -> Result<TxnStatus> {
+        let (store, p) = (self.store.clone(), primary.to_vec());
+        let status = blocking(move || store.check_txn_status(&p, start_ts, current_ts, false)).await?;
+        if status == TxnStatus::RolledBack {
+            self.locks.wake(&[primary]);
+        }
+        Ok(status)
+    }
+
+    async fn resolve_locks(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Option<Timestamp>) -> Result<()> {
+        let (store, k, sync) = (self.store.clone(), keys.to_vec(), self.sync);
+        blocking(move || store.resolve(&k, start_ts, commit_ts, sync)).await?;
+        self.locks.wake(keys);
+        Ok(())
+    }
+}

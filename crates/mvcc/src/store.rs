@@ -1,0 +1,439 @@
+//! `MvccStore`: Percolator's reads and write commands over a `storage::Engine`.
+//!
+//! Reads look at the lock CF first, then the write CF: a transaction that committed before
+//! the reader's timestamp was issued had its lock in place before that, so it is either
+//! still locked (the reader must resolve it) or already has its commit record.
+//!
+//! Each write command (prewrite, commit, rollback, pessimistic lock) runs under the latches
+//! of its keys, checks every key first and then writes one atomic batch, so a command either
+//! applies to all its keys or to none.
+
+use std::sync::Arc;
+
+use strata_common::{Error, LockInfo, Result, Timestamp};
+use strata_kv::{LockMode, Mutation, PessimisticLockRequest, PrewriteRequest, TxnStatus};
+use strata_storage::{Cf, Engine, WriteBatch};
+
+use crate::latches::Latches;
+use crate::records::{decode_user_key, encode_user_key, split_versioned, versioned, Kind, Lock, Write, SHORT_VALUE_MAX};
+
+/// Percolator on one engine.
+pub struct MvccStore {
+    engine: Arc<dyn Engine>,
+    latches: Latches,
+}
+
+/// What blocked a pessimistic lock request: another transaction's lock.
+#[derive(Clone, Debug)]
+pub struct Blocked {
+    /// The key it is on.
+    pub key: Vec<u8>,
+    /// The holder's start ts.
+    pub holder: Timestamp,
+}
+
+fn lock_info(key: &[u8], l: &Lock) -> Error {
+    Error::KeyLocked(Box::new(LockInfo {
+        key: key.to_vec(),
+        primary: l.primary.clone(),
+        start_ts: l.start_ts,
+        ttl_ms: l.ttl_ms,
+    }))
+}
+
+impl MvccStore {
+    /// A store on `engine`.
+    pub fn new(engine: Arc<dyn Engine>) -> MvccStore {
+        MvccStore { engine, latches: Latches::default() }
+    }
+
+    /// The engine underneath (for local metadata such as the TSO window).
+    pub fn engine(&self) -> &Arc<dyn Engine> {
+        &self.engine
+    }
+
+    fn load_lock(&self, key: &[u8]) -> Result<Option<Lock>> {
+        self.engine.get(Cf::Lock, key)?.map(|b| Lock::decode(&b)).transpose()
+    }
+
+    /// A lock blocks a reader at `ts` if it may commit below `ts`.
+    fn blocks_read(lock: &Lock, ts: Timestamp) -> bool {
+        lock.kind != Kind::Pessimistic && lock.kind != Kind::Lock && lock.start_ts <= ts
+    }
+
+    /// The newest write record of `key` with commit_ts <= `ts` that is a Put or Delete.
+    fn read_version(&self, enc: &[u8], ts: Timestamp) -> Result<Option<(Timestamp, Write)>> {
+        let mut upper = enc.to_vec();
+        upper.extend_from_slice(&[0xFF; 9]);
+        let mut c = self.engine.cursor(Cf::Write, enc, &upper)?;
+        c.seek(&versioned(enc, ts));
+        while c.valid()? {
+            let (k, commit_ts) = split_versioned(c.key())?;
+            if k != enc {
+                break;
+            }
+            let w = Write::decode(c.value())?;
+            match w.kind {
+                Kind::Put | Kind::Delete => return Ok(Some((commit_ts, w))),
+                _ => c.next(),
+            }
+        }
+        Ok(None)
+    }
+
+    fn value_of(&self, enc: &[u8], w: Write) -> Result<Option<Vec<u8>>> {
+        match (w.kind, w.short_value) {
+            (Kind::Put, Some(v)) => Ok(Some(v)),
+            (Kind::Put, None) => self
+                .engine
+                .get(Cf::Data, &versioned(enc, w.start_ts))?
+                .ok_or_else(|| Error::internal("committed value missing from the data CF"))
+                .map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// Reads `key` at `ts`.
+    pub fn get(&self, key: &[u8], ts: Timestamp) -> Result<Option<Vec<u8>>> {
+        if let Some(l) = self.load_lock(key)? {
+            if Self::blocks_read(&l, ts) {
+                return Err(lock_info(key, &l));
+            }
+        }
+        let enc = encode_user_key(key);
+        match self.read_version(&enc, ts)? {
+            Some((_, w)) => self.value_of(&enc, w),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads up to `limit` live entries of `[start, end)` at `ts`.
+    pub fn scan(&self, start: &[u8], end: &[u8], ts: Timestamp, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        // Open the lock cursor before the write cursor: see the module docs.
+        let mut locks = self.engine.cursor(Cf::Lock, start, end)?;
+        let (enc_start, enc_end) = (encode_user_key(start), encode_user_key(end));
+        let mut c = self.engine.cursor(Cf::Write, &enc_start, &enc_end)?;
+        let mut out = Vec::new();
+        c.seek(&enc_start);
+        while c.valid()? && out.len() < limit {
+            let (enc, commit_ts) = split_versioned(c.key())?;
+            let enc = enc.to_vec();
+            if commit_ts > ts {
+                // Jump to this key's newest version <= ts (the walk below notices if the key
+                // has none and the cursor moved on).
+                c.seek(&versioned(&enc, ts));
+            }
+            // Walk this key's versions (newest first, all <= ts) to the first data record.
+            let mut found = None;
+            while c.valid()? {
+                let (k, _) = split_versioned(c.key())?;
+                if k != enc.as_slice() {
+                    break;
+                }
+                let w = Write::decode(c.value())?;
+                if matches!(w.kind, Kind::Put | Kind::Delete) {
+                    found = Some(w);
+                    break;
+                }
+                c.next();
+            }
+            if let Some(w) = found {
+                if let Some(v) = self.value_of(&enc, w)? {
+                    out.push((decode_user_key(&enc)?, v));
+                }
+            }
+            // Skip the rest of this key's versions: ts 0 is never used, so !0 is past them all.
+            c.seek(&versioned(&enc, Timestamp::ZERO));
+            if c.valid()? && split_versioned(c.key())?.0 == enc.as_slice() {
+                c.next();
+            }
+        }
+        // Locks only matter up to the last key returned when the limit cut the scan short.
+        let bound = if out.len() >= limit { out.last().map(|(k, _)| k.clone()) } else { None };
+        locks.seek(start);
+        while locks.valid()? {
+            if bound.as_ref().is_some_and(|b| locks.key() > b.as_slice()) {
+                break;
+            }
+            let l = Lock::decode(locks.value())?;
+            if Self::blocks_read(&l, ts) {
+                return Err(lock_info(locks.key(), &l));
+            }
+            locks.next();
+        }
+        Ok(out)
+    }
+
+    /// Finds the write record `start_ts` left on `key` (commit or rollback), if any.
+    fn find_own_write(&self, enc: &[u8], start_ts: Timestamp) -> Result<Option<(Timestamp, Write)>> {
+        let mut upper = enc.to_vec();
+        upper.extend_from_slice(&[0xFF; 9]);
+        let mut c = self.engine.cursor(Cf::Write, enc, &upper)?;
+        c.seek(enc);
+        while c.valid()? {
+            let (k, commit_ts) = split_versioned(c.key())?;
+            if k != enc || commit_ts < start_ts {
+                break;
+            }
+            let w = Write::decode(c.value())?;
+            if w.start_ts == start_ts {
+                return Ok(Some((commit_ts, w)));
+            }
+            c.next();
+        }
+        Ok(None)
+    }
+
+    /// The newest commit timestamp of any data-changing or lock record of `key`.
+    fn newest_commit(&self, enc: &[u8]) -> Result<Option<(Timestamp, Write)>> {
+        let mut upper = enc.to_vec();
+        upper.extend_from_slice(&[0xFF; 9]);
+        let mut c = self.engine.cursor(Cf::Write, enc, &upper)?;
+        c.seek(enc);
+        while c.valid()? {
+            let (k, commit_ts) = split_versioned(c.key())?;
+            if k != enc {
+                break;
+            }
+            let w = Write::decode(c.value())?;
+            if w.kind != Kind::Rollback {
+                return Ok(Some((commit_ts, w)));
+            }
+            c.next();
+        }
+        Ok(None)
+    }
+
+    /// Takes pessimistic locks on all keys, or on none: returns `Ok(Some(blocked))` if another
+    /// transaction holds one of them (the caller waits and retries).
+    pub fn pessimistic_lock(&self, req: &PessimisticLockRequest, sync: bool) -> Result<Option<Blocked>> {
+        let _g = self.latches.acquire(req.keys.iter());
+        let mut batch = WriteBatch::default();
+        for key in &req.keys {
+            if let Some(l) = self.load_lock(key)? {
+                if l.start_ts == req.start_ts {
+                    continue;
+                }
+                return Ok(Some(Blocked { key: key.clone(), holder: l.start_ts }));
+            }
+            let enc = encode_user_key(key);
+            if let Some((commit_ts, w)) = self.newest_commit(&enc)? {
+                if commit_ts > req.for_update_ts {
+                    return Err(Error::WriteConflict { start_ts: req.start_ts, conflict_ts: commit_ts, key: key.clone() });
+                }
+                if w.start_ts == req.start_ts {
+                    return Err(Error::TxnRolledBack(req.start_ts));
+                }
+            }
+            if self.find_own_write(&enc, req.start_ts)?.is_some() {
+                return Err(Error::TxnRolledBack(req.start_ts));
+            }
+            let lock = Lock {
+                kind: Kind::Pessimistic,
+                primary: req.primary.clone(),
+                start_ts: req.start_ts,
+                ttl_ms: req.ttl_ms,
+                for_update_ts: req.for_update_ts,
+                short_value: None,
+            };
+            batch.put(Cf::Lock, key.clone(), lock.encode());
+        }
+        if !batch.is_empty() {
+            self.engine.write(batch, sync)?;
+        }
+        Ok(None)
+    }
+
+    /// Prewrite: checks conflicts on every key, then stages all values under locks.
+    pub fn prewrite(&self, req: &PrewriteRequest, sync: bool) -> Result<()> {
+        let _g = self.latches.acquire(req.mutations.iter().map(|m| m.key()));
+        let mut batch = WriteBatch::default();
+        for (i, m) in req.mutations.iter().enumerate() {
+            let key = m.key();
+            let enc = encode_user_key(key);
+            let must_hold = req.mode == LockMode::Pessimistic && req.locked.get(i).copied().unwrap_or(false);
+            match self.load_lock(key)? {
+                Some(l) if l.start_ts == req.start_ts => {
+                    if l.kind != Kind::Pessimistic {
+                        continue; // already prewritten: the command is idempotent
+                    }
+                }
+                Some(l) => return Err(lock_info(key, &l)),
+                None if must_hold => return Err(Error::TxnRolledBack(req.start_ts)),
+                None => {
+                    if let Some((commit_ts, w)) = self.newest_commit(&enc)? {
+                        if req.mode == LockMode::Optimistic && commit_ts > req.start_ts {
+                            return Err(Error::WriteConflict { start_ts: req.start_ts, conflict_ts: commit_ts, key: key.to_vec() });
+                        }
+                        if w.start_ts == req.start_ts {
+                            return Err(Error::TxnRolledBack(req.start_ts));
+                        }
+                    }
+                    if let Some((_, w)) = self.find_own_write(&enc, req.start_ts)? {
+                        if w.kind == Kind::Rollback {
+                            return Err(Error::TxnRolledBack(req.start_ts));
+                        }
+                        continue;
+                    }
+                }
+            }
+            let (kind, value) = match m {
+                Mutation::Put(_, v) => (Kind::Put, Some(v)),
+                Mutation::Delete(_) => (Kind::Delete, None),
+                Mutation::Lock(_) => (Kind::Lock, None),
+            };
+            let short_value = match value {
+                Some(v) if v.len() > SHORT_VALUE_MAX => {
+                    batch.put(Cf::Data, versioned(&enc, req.start_ts), v.clone());
+                    None
+                }
+                other => other.cloned(),
+            };
+            let lock = Lock {
+                kind,
+                primary: req.primary.clone(),
+                start_ts: req.start_ts,
+                ttl_ms: req.ttl_ms,
+                for_update_ts: Timestamp::ZERO,
+                short_value,
+            };
+            batch.put(Cf::Lock, key.to_vec(), lock.encode());
+        }
+        if !batch.is_empty() {
+            self.engine.write(batch, sync)?;
+        }
+        Ok(())
+    }
+
+    /// Commits keys of `start_ts` at `commit_ts` (durable when it returns if `sync`).
+    pub fn commit(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp, sync: bool) -> Result<()> {
+        let _g = self.latches.acquire(keys.iter());
+        let mut batch = WriteBatch::default();
+        for key in keys {
+            let enc = encode_user_key(key);
+            match self.load_lock(key)? {
+                Some(l) if l.start_ts == start_ts && l.kind != Kind::Pessimistic => {
+                    let w = Write { kind: l.kind, start_ts, short_value: l.short_value };
+                    batch.put(Cf::Write, versioned(&enc, commit_ts), w.encode());
+                    batch.delete(Cf::Lock, key.clone());
+                }
+                Some(l) if l.start_ts == start_ts => {
+                    return Err(Error::internal("commit of a key that was locked but never prewritten"));
+                }
+                _ => match self.find_own_write(&enc, start_ts)? {
+                    Some((_, w)) if w.kind != Kind::Rollback => {} // already committed
+                    _ => return Err(Error::TxnRolledBack(start_ts)),
+                },
+            }
+        }
+        if !batch.is_empty() {
+            self.engine.write(batch, sync)?;
+        }
+        Ok(())
+    }
+
+    fn rollback_key(&self, batch: &mut WriteBatch, key: &[u8], start_ts: Timestamp) -> Result<()> {
+        let enc = encode_user_key(key);
+        match self.load_lock(key)? {
+            Some(l) if l.start_ts == start_ts => {
+                batch.delete(Cf::Lock, key.to_vec());
+                if l.kind == Kind::Pessimistic {
+                    return Ok(()); // never prewritten: nothing can be committed later
+                }
+                if l.kind == Kind::Put && l.short_value.is_none() {
+                    batch.delete(Cf::Data, versioned(&enc, start_ts));
+                }
+            }
+            _ => {
+                if let Some((_, w)) = self.find_own_write(&enc, start_ts)? {
+                    if w.kind == Kind::Rollback {
+                        return Ok(());
+                    }
+                    return Err(Error::internal("rollback of a committed transaction"));
+                }
+            }
+        }
+        let w = Write { kind: Kind::Rollback, start_ts, short_value: None };
+        batch.put(Cf::Write, versioned(&enc, start_ts), w.encode());
+        Ok(())
+    }
+
+    /// Rolls back the locks of `start_ts` on `keys`.
+    pub fn rollback(&self, keys: &[Vec<u8>], start_ts: Timestamp, sync: bool) -> Result<()> {
+        let _g = self.latches.acquire(keys.iter());
+        let mut batch = WriteBatch::default();
+        for key in keys {
+            self.rollback_key(&mut batch, key, start_ts)?;
+        }
+        if !batch.is_empty() {
+            self.engine.write(batch, sync)?;
+        }
+        Ok(())
+    }
+
+    /// Percolator's status check on a primary key; rolls back an expired transaction.
+    pub fn check_txn_status(&self, primary: &[u8], start_ts: Timestamp, current_ts: Timestamp, sync: bool) -> Result<TxnStatus> {
+        let _g = self.latches.acquire([primary]);
+        if let Some(l) = self.load_lock(primary)? {
+            if l.start_ts == start_ts {
+                let expires = start_ts.physical_ms() + l.ttl_ms;
+                let now = current_ts.physical_ms();
+                if now < expires {
+                    return Ok(TxnStatus::Locked { ttl_left_ms: expires - now });
+                }
+                let mut batch = WriteBatch::default();
+                self.rollback_key(&mut batch, primary, start_ts)?;
+                self.engine.write(batch, sync)?;
+                return Ok(TxnStatus::RolledBack);
+            }
+        }
+        let enc = encode_user_key(primary);
+        match self.find_own_write(&enc, start_ts)? {
+            Some((_, w)) if w.kind == Kind::Rollback => Ok(TxnStatus::RolledBack),
+            Some((commit_ts, _)) => Ok(TxnStatus::Committed(commit_ts)),
+            None => {
+                // Never saw the primary: make sure it can never commit.
+                let mut batch = WriteBatch::default();
+                self.rollback_key(&mut batch, primary, start_ts)?;
+                self.engine.write(batch, sync)?;
+                Ok(TxnStatus::RolledBack)
+            }
+        }
+    }
+
+    /// Commits or rolls back the locks of `start_ts` on `keys` (lock resolution).
+    pub fn resolve(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Option<Timestamp>, sync: bool) -> Result<()> {
+        let _g = self.latches.acquire(keys.iter());
+        let mut batch = WriteBatch::default();
+        for key in keys {
+            let Some(l) = self.load_lock(key)? else { continue };
+            if l.start_ts != start_ts {
+                continue;
+            }
+            match commit_ts {
+                Some(ts) if l.kind != Kind::Pessimistic => {
+                    let w = Write { kind: l.kind, start_ts, short_value: l.short_value };
+                    batch.put(Cf::Write, versioned(&encode_user_key(key), ts), w.encode());
+                    batch.delete(Cf::Lock, key.clone());
+                }
+                _ => self.rollback_key(&mut batch, key, start_ts)?,
+            }
+        }
+        if !batch.is_empty() {
+            self.engine.write(batch, sync)?;
+        }
+        Ok(())
+    }
+
+    /// Every lock in the store (for recovery at startup and for tests).
+    pub fn all_locks(&self) -> Result<Vec<(Vec<u8>, Lock)>> {
+        let mut c = self.engine.cursor(Cf::Lock, &[], &[0xFF; 16])?;
+        c.seek(&[]);
+        let mut out = Vec::new();
+        while c.valid()? {
+            out.push((c.key().to_vec(), Lock::decode(c.value())?));
+            c.next();
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,183 @@
+//! Percolator scenarios on the MVCC store, each named after what it proves.
+
+use std::sync::Arc;
+
+use strata_common::{Error, Timestamp};
+use strata_kv::{Client, LockMode, Mutation, PessimisticLockRequest, PrewriteRequest, TxnStatus};
+use strata_mvcc::{LocalClient, MvccStore};
+use strata_storage::MemoryEngine;
+
+fn client() -> LocalClient {
+    LocalClient::new(Arc::new(MvccStore::new(Arc::new(MemoryEngine::new()))), false)
+}
+
+fn ts(t: u64) -> Timestamp {
+    Timestamp::compose(t, 0)
+}
+
+fn put(k: &str, v: &str) -> Mutation {
+    Mutation::Put(k.as_bytes().to_vec(), v.as_bytes().to_vec())
+}
+
+fn prewrite(muts: Vec<Mutation>, start: Timestamp, mode: LockMode) -> PrewriteRequest {
+    let primary = muts[0].key().to_vec();
+    let locked = vec![mode == LockMode::Pessimistic; muts.len()];
+    PrewriteRequest { mutations: muts, primary, start_ts: start, ttl_ms: 3000, mode, locked }
+}
+
+async fn write(c: &LocalClient, muts: Vec<Mutation>, start: u64, commit: u64) {
+    let keys: Vec<Vec<u8>> = muts.iter().map(|m| m.key().to_vec()).collect();
+    c.prewrite(prewrite(muts, ts(start), LockMode::Optimistic)).await.expect("prewrite");
+    c.commit(&keys, ts(start), ts(commit)).await.expect("commit");
+}
+
+async fn get(c: &LocalClient, k: &str, at: u64) -> Result<Option<String>, Error> {
+    let v = c.batch_get(&[k.as_bytes().to_vec()], ts(at)).await?;
+    Ok(v.into_iter().next().flatten().map(|b| String::from_utf8(b).expect("utf8")))
+}
+
+#[tokio::test]
+async fn snapshot_reads_see_only_versions_committed_before_them() {
+    let c = client();
+    write(&c, vec![put("a", "1")], 10, 11).await;
+    write(&c, vec![put("a", "2")], 20, 21).await;
+    write(&c, vec![Mutation::Delete(b"a".to_vec())], 30, 31).await;
+    assert_eq!(get(&c, "a", 5).await.expect("read"), None);
+    assert_eq!(get(&c, "a", 11).await.expect("read").as_deref(), Some("1"));
+    assert_eq!(get(&c, "a", 25).await.expect("read").as_deref(), Some("2"));
+    assert_eq!(get(&c, "a", 40).await.expect("read"), None);
+}
+
+#[tokio::test]
+async fn scan_returns_latest_visible_version_per_key_and_honours_limit() {
+    let c = client();
+    write(&c, vec![put("k1", "a"), put("k2", "b"), put("k3", "c")], 10, 11).await;
+    write(&c, vec![put("k2", "B"), Mutation::Delete(b"k3".to_vec())], 20, 21).await;
+    let rows = c.scan(b"k", b"l", ts(30), 100).await.expect("scan");
+    assert_eq!(rows, vec![(b"k1".to_vec(), b"a".to_vec()), (b"k2".to_vec(), b"B".to_vec())]);
+    let old = c.scan(b"k", b"l", ts(15), 2).await.expect("scan");
+    assert_eq!(old.len(), 2);
+    assert_eq!(old[1].1, b"b".to_vec());
+    let big = "x".repeat(1000);
+    write(&c, vec![put("k4", &big)], 40, 41).await;
+    assert_eq!(get(&c, "k4", 50).await.expect("read"), Some(big));
+}
+
+#[tokio::test]
+async fn prewrite_lock_blocks_readers_until_resolved() {
+    let c = client();
+    c.prewrite(prewrite(vec![put("p", "1"), put("s", "1")], ts(10), LockMode::Optimistic)).await.expect("prewrite");
+    assert!(matches!(get(&c, "s", 20).await, Err(Error::KeyLocked(_))));
+    // Readers older than the transaction are not blocked.
+    assert_eq!(get(&c, "s", 5).await.expect("read"), None);
+    // The primary commits; the secondary is resolved by a reader that checks the primary.
+    c.commit(&[b"p".to_vec()], ts(10), ts(11)).await.expect("commit primary");
+    let status = c.check_txn_status(b"p", ts(10), ts(20)).await.expect("status");
+    assert_eq!(status, TxnStatus::Committed(ts(11)));
+    c.resolve_locks(&[b"s".to_vec()], ts(10), Some(ts(11))).await.expect("resolve");
+    assert_eq!(get(&c, "s", 20).await.expect("read").as_deref(), Some("1"));
+}
+
+#[tokio::test]
+async fn expired_primary_is_rolled_back_and_cannot_commit_later() {
+    let c = client();
+    c.prewrite(prewrite(vec![put("p", "1")], ts(10), LockMode::Optimistic)).await.expect("prewrite");
+    assert!(matches!(c.check_txn_status(b"p", ts(10), ts(11)).await, Ok(TxnStatus::Locked { .. })));
+    let status = c.check_txn_status(b"p", ts(10), ts(10 + 5000)).await.expect("status");
+    assert_eq!(status, TxnStatus::RolledBack);
+    assert!(matches!(c.commit(&[b"p".to_vec()], ts(10), ts(12)).await, Err(Error::TxnRolledBack(_))));
+    // A late prewrite of the same transaction is refused too.
+    let late = c.prewrite(prewrite(vec![put("p", "1")], ts(10), LockMode::Optimistic)).await;
+    assert!(matches!(late, Err(Error::TxnRolledBack(_))));
+}
+
+#[tokio::test]
+async fn optimistic_prewrite_detects_write_conflict() {
+    let c = client();
+    write(&c, vec![put("x", "1")], 20, 21).await;
+    let r = c.prewrite(prewrite(vec![put("x", "2")], ts(15), LockMode::Optimistic)).await;
+    assert!(matches!(r, Err(Error::WriteConflict { .. })), "{r:?}");
+}
+
+#[tokio::test]
+async fn pessimistic_lock_conflicts_waits_and_times_out() {
+    let c = client();
+    write(&c, vec![put("x", "1")], 20, 21).await;
+    let req = |start: u64, fu: u64, wait: Option<u64>| PessimisticLockRequest {
+        keys: vec![b"x".to_vec()],
+        primary: b"x".to_vec(),
+        start_ts: ts(start),
+        for_update_ts: ts(fu),
+        ttl_ms: 3000,
+        wait_timeout_ms: wait,
+    };
+    // A newer commit than for_update_ts is a conflict; the statement retries with a new ts.
+    assert!(matches!(c.pessimistic_lock(req(15, 15, None)).await, Err(Error::WriteConflict { .. })));
+    c.pessimistic_lock(req(15, 22, None)).await.expect("lock");
+    assert!(matches!(c.pessimistic_lock(req(30, 30, Some(50))).await, Err(Error::LockWaitTimeout)));
+    // Pessimistic locks do not block readers.
+    assert_eq!(get(&c, "x", 40).await.expect("read").as_deref(), Some("1"));
+    // A waiter wakes when the holder commits, then sees the conflict with its commit.
+    let waiter = {
+        let c = c.clone();
+        tokio::spawn(async move { c.pessimistic_lock(req(31, 31, Some(5000))).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let mut p = prewrite(vec![put("x", "2")], ts(15), LockMode::Pessimistic);
+    p.locked = vec![true];
+    c.prewrite(p).await.expect("prewrite");
+    c.commit(&[b"x".to_vec()], ts(15), ts(32)).await.expect("commit");
+    let r = waiter.await.expect("join");
+    assert!(matches!(r, Err(Error::WriteConflict { .. })), "{r:?}");
+}
+
+#[tokio::test]
+async fn deadlock_victim_gets_an_error() {
+    let c = client();
+    let lock = |k: &str, start: u64, wait: Option<u64>| PessimisticLockRequest {
+        keys: vec![k.as_bytes().to_vec()],
+        primary: k.as_bytes().to_vec(),
+        start_ts: ts(start),
+        for_update_ts: ts(start),
+        ttl_ms: 3000,
+        wait_timeout_ms: wait,
+    };
+    c.pessimistic_lock(lock("a", 10, None)).await.expect("t1 locks a");
+    c.pessimistic_lock(lock("b", 11, None)).await.expect("t2 locks b");
+    let t1 = {
+        let c = c.clone();
+        tokio::spawn(async move { c.pessimistic_lock(lock("b", 10, Some(5000))).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let r2 = c.pessimistic_lock(lock("a", 11, Some(5000))).await;
+    assert!(matches!(r2, Err(Error::Deadlock)), "{r2:?}");
+    c.rollback(&[b"b".to_vec()], ts(11)).await.expect("victim rolls back");
+    t1.await.expect("join").expect("t1 gets b after the victim rolls back");
+}
+
+#[tokio::test]
+async fn recovery_commits_locks_of_committed_primaries_and_rolls_back_the_rest() {
+    let c = client();
+    c.prewrite(prewrite(vec![put("p", "1"), put("s", "1")], ts(10), LockMode::Optimistic)).await.expect("prewrite");
+    c.commit(&[b"p".to_vec()], ts(10), ts(11)).await.expect("commit primary only");
+    c.prewrite(prewrite(vec![put("q", "1"), put("r", "1")], ts(12), LockMode::Optimistic)).await.expect("prewrite");
+    assert_eq!(c.recover_locks().expect("recover"), 3);
+    assert_eq!(get(&c, "s", 20).await.expect("read").as_deref(), Some("1"));
+    assert_eq!(get(&c, "q", 20).await.expect("read"), None);
+    assert_eq!(get(&c, "r", 20).await.expect("read"), None);
+}
+
+#[tokio::test]
+async fn gc_keeps_what_readers_above_the_safe_point_see() {
+    let c = client();
+    write(&c, vec![put("a", "1")], 10, 11).await;
+    write(&c, vec![put("a", "2")], 20, 21).await;
+    write(&c, vec![put("b", "1")], 22, 23).await;
+    write(&c, vec![Mutation::Delete(b"b".to_vec())], 24, 25).await;
+    write(&c, vec![put("a", "3")], 30, 31).await;
+    let stats = c.store().gc(ts(26)).expect("gc");
+    assert_eq!(stats.versions_removed, 3);
+    assert_eq!(get(&c, "a", 26).await.expect("read").as_deref(), Some("2"));
+    assert_eq!(get(&c, "a", 40).await.expect("read").as_deref(), Some("3"));
+    assert_eq!(get(&c, "b", 26).await.expect("read"), None);
+}

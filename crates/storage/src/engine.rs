@@ -1,0 +1,90 @@
+//! The `Engine` trait and its write batch.
+
+use strata_common::Result;
+
+/// Column families, as in Percolator: committed values, locks, and commit records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Cf {
+    /// Values of large writes, keyed by `key ++ start_ts`.
+    Data,
+    /// Locks of in-flight transactions, keyed by `key`.
+    Lock,
+    /// Commit and rollback records, keyed by `key ++ commit_ts`.
+    Write,
+    /// Local, non-transactional metadata (timestamp oracle high-water mark, GC safe point).
+    Raw,
+}
+
+impl Cf {
+    /// All column families.
+    pub const ALL: [Cf; 4] = [Cf::Data, Cf::Lock, Cf::Write, Cf::Raw];
+
+    /// The column family's name on disk.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cf::Data => "default",
+            Cf::Lock => "lock",
+            Cf::Write => "write",
+            Cf::Raw => "raw",
+        }
+    }
+}
+
+/// One mutation in a batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BatchOp {
+    /// Set `key` to `value`.
+    Put(Cf, Vec<u8>, Vec<u8>),
+    /// Remove `key`.
+    Delete(Cf, Vec<u8>),
+}
+
+/// Mutations applied atomically by `Engine::write`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteBatch {
+    /// The mutations, in order.
+    pub ops: Vec<BatchOp>,
+}
+
+impl WriteBatch {
+    /// Adds a put.
+    pub fn put(&mut self, cf: Cf, key: Vec<u8>, value: Vec<u8>) {
+        self.ops.push(BatchOp::Put(cf, key, value));
+    }
+
+    /// Adds a delete.
+    pub fn delete(&mut self, cf: Cf, key: Vec<u8>) {
+        self.ops.push(BatchOp::Delete(cf, key));
+    }
+
+    /// Whether the batch has no mutations.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// A positioned cursor over one column family, between the bounds it was opened with. It sees
+/// the engine as of the moment it was created.
+pub trait Cursor {
+    /// Positions at the first key `>= key`.
+    fn seek(&mut self, key: &[u8]);
+    /// Advances to the next key.
+    fn next(&mut self);
+    /// Whether the cursor is on an entry (an I/O failure is an error, not `false`).
+    fn valid(&self) -> Result<bool>;
+    /// The current key (only when valid).
+    fn key(&self) -> &[u8];
+    /// The current value (only when valid).
+    fn value(&self) -> &[u8];
+}
+
+/// An ordered key-value store with column families.
+pub trait Engine: Send + Sync + 'static {
+    /// Reads one key.
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Opens a cursor over `[lower, upper)`, positioned nowhere (call `seek`).
+    fn cursor(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>>;
+    /// Applies a batch atomically. With `sync`, it is durable (WAL fsynced) when this returns;
+    /// concurrent synced writers share one fsync.
+    fn write(&self, batch: WriteBatch, sync: bool) -> Result<()>;
+}
