@@ -36,6 +36,9 @@ codes! {
     BadTable = 1051, "42S02";
     NonUniq = 1052, "23000";
     BadField = 1054, "42S22";
+    NoSuchTable = 1146, "42S02";
+    KeyColumnDoesNotExist = 1072, "42000";
+    TooManyKeyParts = 1070, "42000";
     WrongFieldWithGroup = 1055, "42000";
     DupFieldName = 1060, "42S21";
     DupKeyName = 1061, "42000";
@@ -89,6 +92,8 @@ codes! {
     WrongNumberOfColumnsInSelect = 1222, "21000";
     IllegalReference = 1247, "42S22";
     UnknownTimeZone = 1298, "HY000";
+    FunctionNotExists = 1305, "42000";
+    DataOutOfRangeBigint = 1690, "22003";
     WriteConflict = 9007, "HY000";
 }
 

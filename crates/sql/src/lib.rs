@@ -1,1 +1,24 @@
-//! placeholder
+//! The SQL layer: parsing (sqlparser, MySQL dialect), binding and planning, execution over
+//! a `txn::Transaction`, DDL on the catalog, and the session that ties them together.
+
+pub mod binder;
+pub mod catalog;
+pub mod ddl;
+pub mod dml;
+pub mod exec;
+pub mod expr;
+pub mod functions;
+pub mod plan;
+pub mod result;
+pub mod session;
+pub mod show;
+pub mod table;
+pub mod types;
+pub mod variables;
+
+pub use catalog::Catalog;
+pub use result::{Column, QueryResult};
+pub use session::{Engine, Session};
+
+/// The version string clients see (MySQL 8 compatible so drivers enable MySQL 8 behaviour).
+pub const VERSION: &str = concat!("8.0.11-Strata-", env!("CARGO_PKG_VERSION"));

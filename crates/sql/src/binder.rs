@@ -1,0 +1,1498 @@
+//! The binder and planner: turns a parsed query into a `Plan`, resolving names against the
+//! catalog with MySQL's rules and choosing how each table is read.
+//!
+//! Access paths come from the WHERE/ON conjuncts: equality on every primary key column gives
+//! a point get (an `IN` list of keys a batch point get); equality on a key prefix, with an
+//! optional range on the next column, a range scan of the primary key or of an index. A
+//! joined table whose key is fixed by columns of the tables before it is read per outer row
+//! (an index lookup join); other equi-joins become hash joins. Every conjunct stays in a
+//! filter too, so an access path only has to return a superset of the rows.
+
+use std::sync::Arc;
+
+use sqlparser::ast;
+use strata_common::time::DateTime;
+use strata_common::{Code, Error, Result, Value};
+
+use crate::catalog::{Catalog, TableInfo};
+use crate::expr::{number_literal, AggCall, AggFunc, BinOp, CastType, Expr, SubqueryKind, UnaryOp};
+use crate::functions::{is_aggregate, is_session_function};
+use crate::plan::{Access, JoinKind, KeyRange, OutputColumn, Plan, Query, SubqueryPlan};
+
+/// What the binder needs from the session.
+#[derive(Clone, Debug, Default)]
+pub struct SessionInfo {
+    /// Current database.
+    pub db: Option<String>,
+    /// The statement's NOW().
+    pub now: DateTime,
+    /// LAST_INSERT_ID().
+    pub last_insert_id: u64,
+    /// CONNECTION_ID().
+    pub connection_id: u32,
+    /// CURRENT_USER().
+    pub user: String,
+    /// FOUND_ROWS() / ROW_COUNT() are not tracked; they read as these.
+    pub row_count: i64,
+    /// System variables visible to the session (session values over global defaults).
+    pub vars: Arc<std::collections::BTreeMap<String, Value>>,
+    /// User variables (`@name`).
+    pub user_vars: Arc<std::collections::HashMap<String, Value>>,
+}
+
+/// One column visible to name resolution.
+#[derive(Clone, Debug)]
+pub struct ScopeColumn {
+    /// Table alias (lower case) or empty.
+    pub table: String,
+    /// Column name (lower case).
+    pub name: String,
+    /// Result metadata if selected.
+    pub meta: OutputColumn,
+}
+
+/// The columns of a row, as names.
+#[derive(Clone, Debug, Default)]
+pub struct Scope {
+    /// Columns in row order.
+    pub columns: Vec<ScopeColumn>,
+}
+
+struct Cte {
+    name: String,
+    query: Query,
+}
+
+/// Binds and plans statements.
+pub struct Binder<'a> {
+    catalog: &'a Catalog,
+    session: &'a SessionInfo,
+    outer: Vec<Scope>,
+    correlated: Vec<bool>,
+    subqueries: Vec<SubqueryPlan>,
+    ctes: Vec<Cte>,
+    /// Lock rows read (SELECT ... FOR UPDATE).
+    pub lock_reads: bool,
+}
+
+fn lower(s: &str) -> String {
+    s.to_ascii_lowercase()
+}
+
+fn ident_name(i: &ast::Ident) -> String {
+    i.value.clone()
+}
+
+/// Splits an expression into its AND-ed parts.
+pub fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
+    match e {
+        Expr::Binary(BinOp::And, a, b) => {
+            conjuncts(*a, out);
+            conjuncts(*b, out);
+        }
+        other => out.push(other),
+    }
+}
+
+/// AND of expressions (None for none).
+pub fn and_all(mut es: Vec<Expr>) -> Option<Expr> {
+    let first = if es.is_empty() { return None } else { es.remove(0) };
+    Some(es.into_iter().fold(first, |a, b| Expr::Binary(BinOp::And, Box::new(a), Box::new(b))))
+}
+
+/// The object name's last part and optional database.
+pub fn split_name(name: &ast::ObjectName) -> Result<(Option<String>, String)> {
+    let parts: Vec<String> = name.0.iter().map(|p| p.as_ident().map(ident_name).unwrap_or_else(|| p.to_string())).collect();
+    match parts.as_slice() {
+        [t] => Ok((None, t.clone())),
+        [d, t] => Ok((Some(d.clone()), t.clone())),
+        _ => Err(Error::parse(format!("bad object name '{name}'"))),
+    }
+}
+
+impl<'a> Binder<'a> {
+    /// A binder for one statement.
+    pub fn new(catalog: &'a Catalog, session: &'a SessionInfo) -> Binder<'a> {
+        Binder { catalog, session, outer: Vec::new(), correlated: Vec::new(), subqueries: Vec::new(), ctes: Vec::new(), lock_reads: false }
+    }
+
+    /// Subqueries collected so far.
+    pub fn take_subqueries(&mut self) -> Arc<Vec<SubqueryPlan>> {
+        Arc::new(std::mem::take(&mut self.subqueries))
+    }
+
+    /// The current database or error 1046.
+    pub fn current_db(&self) -> Result<String> {
+        self.session.db.clone().ok_or_else(|| Error::user(Code::NoDb, "No database selected"))
+    }
+
+    /// Resolves a table name.
+    pub fn table(&self, name: &ast::ObjectName) -> Result<Arc<TableInfo>> {
+        let (db, t) = split_name(name)?;
+        let db = match db {
+            Some(d) => d,
+            None => self.current_db()?,
+        };
+        self.catalog.table(&db, &t)
+    }
+
+    /// Plans a whole query (the top level of a statement).
+    pub fn plan_query(&mut self, q: &ast::Query) -> Result<Query> {
+        let plan = self.query(q)?;
+        Ok(Query { plan: plan.0, columns: plan.1.columns.iter().map(|c| c.meta.clone()).collect(), subqueries: self.take_subqueries() })
+    }
+
+    /// Plans a query, returning the plan and its output scope.
+    pub fn query(&mut self, q: &ast::Query) -> Result<(Plan, Scope)> {
+        let saved_ctes = self.ctes.len();
+        if let Some(with) = &q.with {
+            for cte in &with.cte_tables {
+                let (plan, scope) = self.query(&cte.query)?;
+                let alias_cols: Vec<String> = cte.alias.columns.iter().map(|c| c.name.value.clone()).collect();
+                let mut columns: Vec<OutputColumn> = scope.columns.iter().map(|c| c.meta.clone()).collect();
+                for (c, n) in columns.iter_mut().zip(alias_cols) {
+                    c.name = n;
+                }
+                let name = cte.alias.name.value.clone();
+                self.ctes.push(Cte { name, query: Query { plan, columns, subqueries: Arc::new(Vec::new()) } });
+            }
+        }
+        if !q.locks.is_empty() {
+            self.lock_reads = true;
+        }
+        let order_by: Vec<ast::OrderByExpr> = match &q.order_by {
+            Some(ob) => match &ob.kind {
+                ast::OrderByKind::Expressions(v) => v.clone(),
+                ast::OrderByKind::All(_) => return Err(Error::unsupported("ORDER BY ALL")),
+            },
+            None => Vec::new(),
+        };
+        let (limit, offset) = match &q.limit_clause {
+            Some(ast::LimitClause::LimitOffset { limit, offset, .. }) => (limit.clone(), offset.as_ref().map(|o| o.value.clone())),
+            Some(ast::LimitClause::OffsetCommaLimit { offset, limit }) => (Some(limit.clone()), Some(offset.clone())),
+            None => (None, None),
+        };
+        let result = match q.body.as_ref() {
+            ast::SetExpr::Select(s) => self.select(s, &order_by)?,
+            other => {
+                let (plan, scope) = self.set_expr(other)?;
+                if order_by.is_empty() {
+                    (plan, scope)
+                } else {
+                    let mut keys = Vec::new();
+                    for ob in &order_by {
+                        let e = self.order_key_on_output(&ob.expr, &scope)?;
+                        keys.push((e, matches!(ob.options.sort, Some(ast::OrderBySort::Desc))));
+                    }
+                    (Plan::Sort { input: Box::new(plan), keys }, scope)
+                }
+            }
+        };
+        let (mut plan, scope) = result;
+        if limit.is_some() || offset.is_some() {
+            let empty = Scope::default();
+            let limit = limit.map(|l| self.expr(&l, &empty)).transpose()?;
+            let offset = offset.map(|o| self.expr(&o, &empty)).transpose()?;
+            plan = Plan::Limit { input: Box::new(plan), limit, offset };
+        }
+        self.ctes.truncate(saved_ctes);
+        Ok((plan, scope))
+    }
+
+    fn order_key_on_output(&mut self, e: &ast::Expr, scope: &Scope) -> Result<Expr> {
+        if let ast::Expr::Value(v) = e {
+            if let ast::Value::Number(n, _) = &v.value {
+                let i: usize = n.parse().map_err(|_| Error::parse("bad ORDER BY position"))?;
+                if i == 0 || i > scope.columns.len() {
+                    return Err(Error::user(Code::BadField, format!("Unknown column '{i}' in 'order clause'")));
+                }
+                return Ok(Expr::Column(i - 1));
+            }
+        }
+        self.expr(e, scope)
+    }
+
+    fn set_expr(&mut self, body: &ast::SetExpr) -> Result<(Plan, Scope)> {
+        match body {
+            ast::SetExpr::Select(s) => self.select(s, &[]),
+            ast::SetExpr::Query(q) => self.query(q),
+            ast::SetExpr::Values(v) => {
+                let empty = Scope::default();
+                let rows = v.rows.iter().map(|r| r.content.iter().map(|e| self.expr(e, &empty)).collect::<Result<Vec<_>>>()).collect::<Result<Vec<_>>>()?;
+                let width = rows.first().map_or(0, |r| r.len());
+                let scope = Scope {
+                    columns: (0..width)
+                        .map(|i| ScopeColumn {
+                            table: String::new(),
+                            name: format!("column_{i}"),
+                            meta: OutputColumn { name: format!("column_{i}"), ..Default::default() },
+                        })
+                        .collect(),
+                };
+                Ok((Plan::Values(rows), scope))
+            }
+            ast::SetExpr::SetOperation { op, set_quantifier, left, right } => {
+                if *op != ast::SetOperator::Union {
+                    return Err(Error::unsupported(format!("{op}")));
+                }
+                let (lp, ls) = self.set_expr(left)?;
+                let (rp, rs) = self.set_expr(right)?;
+                if ls.columns.len() != rs.columns.len() {
+                    return Err(Error::user(Code::WrongNumberOfColumnsInSelect, "The used SELECT statements have a different number of columns"));
+                }
+                let all = matches!(set_quantifier, ast::SetQuantifier::All);
+                let mut scope = ls;
+                for c in &mut scope.columns {
+                    c.table.clear();
+                    c.meta.ty = None;
+                }
+                Ok((Plan::Union { inputs: vec![lp, rp], all }, scope))
+            }
+            other => Err(Error::unsupported(format!("{other}"))),
+        }
+    }
+
+    // ----- FROM -----
+
+    fn relation(&mut self, f: &ast::TableFactor) -> Result<Relation> {
+        match f {
+            ast::TableFactor::Table { name, alias, .. } => {
+                let (db, tname) = split_name(name)?;
+                if db.is_none() {
+                    if let Some(cte) = self.ctes.iter().rev().find(|c| c.name.eq_ignore_ascii_case(&tname)) {
+                        let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(tname.clone());
+                        return Ok(Relation::derived(cte.query.plan.clone(), &cte.query.columns, &alias));
+                    }
+                }
+                let db_name = match db {
+                    Some(d) => d,
+                    None => self.current_db()?,
+                };
+                if db_name.eq_ignore_ascii_case("information_schema") {
+                    let (cols, rows) = crate::show::information_schema(self.catalog, &tname)?;
+                    let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(tname.clone());
+                    let values = rows.into_iter().map(|r| r.into_iter().map(Expr::Literal).collect()).collect();
+                    return Ok(Relation::derived(Plan::Values(values), &cols, &alias));
+                }
+                let table = self.catalog.table(&db_name, &tname)?;
+                let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(table.name.clone());
+                Ok(Relation::table(table, &alias))
+            }
+            ast::TableFactor::Derived { subquery, alias, .. } => {
+                let alias = alias.as_ref().map(|a| a.name.value.clone()).ok_or_else(|| {
+                    Error::user(Code::Parse, "Every derived table must have its own alias")
+                })?;
+                let (plan, scope) = self.query(subquery)?;
+                let cols: Vec<OutputColumn> = scope.columns.iter().map(|c| c.meta.clone()).collect();
+                Ok(Relation::derived(plan, &cols, &alias))
+            }
+            ast::TableFactor::NestedJoin { table_with_joins, alias: None } => {
+                let (plan, scope) = self.from(std::slice::from_ref(table_with_joins), &mut Vec::new())?;
+                Ok(Relation { table: None, plan: Some(plan), scope })
+            }
+            other => Err(Error::unsupported(format!("{other}"))),
+        }
+    }
+
+    /// Plans FROM with the WHERE conjuncts (those used are removed from `preds`).
+    fn from(&mut self, from: &[ast::TableWithJoins], preds: &mut Vec<Expr>) -> Result<(Plan, Scope)> {
+        // Flatten into (relation, join kind, ON).
+        let mut items: Vec<(Relation, JoinKind, Option<ast::Expr>)> = Vec::new();
+        for twj in from {
+            items.push((self.relation(&twj.relation)?, JoinKind::Inner, None));
+            for j in &twj.joins {
+                let rel = self.relation(&j.relation)?;
+                let (kind, constraint) = match &j.join_operator {
+                    ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) | ast::JoinOperator::CrossJoin(c) => (JoinKind::Inner, c),
+                    ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c) => (JoinKind::Left, c),
+                    ast::JoinOperator::Right(c) | ast::JoinOperator::RightOuter(c) => {
+                        // A RIGHT JOIN B == B LEFT JOIN A, with columns reordered afterwards.
+                        let on = match c {
+                            ast::JoinConstraint::On(e) => Some(e.clone()),
+                            ast::JoinConstraint::None => None,
+                            _ => return Err(Error::unsupported("RIGHT JOIN USING")),
+                        };
+                        let prev = items.pop().ok_or_else(|| Error::internal("right join without left"))?;
+                        let left_width = prev.0.scope.columns.len();
+                        let right_width = rel.scope.columns.len();
+                        let mut scope = rel.scope.clone();
+                        scope.columns.extend(prev.0.scope.columns.iter().cloned());
+                        let (left_plan, _) = rel.into_plan_scope();
+                        let (right_plan, _) = prev.0.into_plan_scope();
+                        let on_bound = on.map(|e| self.expr(&e, &scope)).transpose()?;
+                        let joined = Plan::Join {
+                            left: Box::new(left_plan),
+                            right: Box::new(right_plan),
+                            kind: JoinKind::Left,
+                            on: on_bound,
+                            right_width: left_width,
+                            correlated: false,
+                        };
+                        let reorder: Vec<Expr> = (right_width..right_width + left_width).chain(0..right_width).map(Expr::Column).collect();
+                        let mut out_scope = Scope::default();
+                        out_scope.columns.extend(scope.columns[right_width..].iter().cloned());
+                        out_scope.columns.extend(scope.columns[..right_width].iter().cloned());
+                        let plan = Plan::Project { input: Box::new(joined), exprs: reorder };
+                        items.push((Relation { table: None, plan: Some(plan), scope: out_scope }, prev.1, prev.2));
+                        continue;
+                    }
+                    other => return Err(Error::unsupported(format!("join {other:?}"))),
+                };
+                let on = match constraint {
+                    ast::JoinConstraint::On(e) => Some(e.clone()),
+                    ast::JoinConstraint::None => None,
+                    ast::JoinConstraint::Using(cols) => {
+                        let left_scope = Scope { columns: items.iter().flat_map(|i| i.0.scope.columns.clone()).collect() };
+                        let mut parts = Vec::new();
+                        for c in cols {
+                            let (_, n) = split_name(c)?;
+                            let l = left_scope.columns.iter().find(|x| x.name == lower(&n)).ok_or_else(|| unknown_column(&n, "from clause"))?;
+                            parts.push(format!("`{}`.`{}` = `{}`.`{}`", l.table, n, rel.alias(), n));
+                        }
+                        let text = parts.join(" AND ");
+                        Some(parse_expr(&text)?)
+                    }
+                    ast::JoinConstraint::Natural => return Err(Error::unsupported("NATURAL JOIN")),
+                };
+                items.push((rel, kind, on));
+            }
+        }
+        // Full scope, for binding WHERE.
+        let mut scope = Scope::default();
+        let mut offsets = Vec::new();
+        for (rel, _, _) in &items {
+            offsets.push(scope.columns.len());
+            scope.columns.extend(rel.scope.columns.iter().cloned());
+        }
+        check_unique_aliases(&items.iter().map(|i| &i.0).collect::<Vec<_>>())?;
+        let total = scope.columns.len();
+        // Tables on the inner side of a LEFT JOIN must not receive WHERE conjuncts.
+        let mut plan: Option<Plan> = None;
+        let mut left_width = 0;
+        for (k, (rel, kind, on)) in items.into_iter().enumerate() {
+            let off = offsets[k];
+            let width = rel.scope.columns.len();
+            let prefix_scope = Scope { columns: scope.columns[..off + width].to_vec() };
+            let mut on_preds = Vec::new();
+            if let Some(on) = &on {
+                conjuncts(self.expr(on, &prefix_scope)?, &mut on_preds);
+            }
+            // Conjuncts placeable now: ON conjuncts, plus WHERE conjuncts (inner joins only)
+            // that only use columns up to this relation.
+            let mut here: Vec<Expr> = on_preds;
+            if kind == JoinKind::Inner {
+                let mut i = 0;
+                while i < preds.len() {
+                    let cols = preds[i].columns();
+                    if !preds[i].has_subquery() && cols.iter().all(|&c| c < off + width) && (k == 0 || cols.iter().any(|&c| c >= off) || cols.is_empty()) {
+                        here.push(preds.remove(i));
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            // Split into local (only this relation's columns) and join conjuncts.
+            let (local, join): (Vec<Expr>, Vec<Expr>) =
+                here.into_iter().partition(|e| !e.has_subquery() && e.columns().iter().all(|&c| c >= off && c < off + width) && !e.columns().is_empty());
+            let local_rebased = local.iter().cloned().map(|e| e.rebase(off, false)).collect::<Result<Vec<_>>>()?;
+            let mut join = join;
+            let right = match plan.take() {
+                None => {
+                    // First relation: constant conjuncts (no columns) stay in `join` as a filter.
+                    let p = rel.into_scan(local_rebased, &[], self.lock_reads)?;
+                    plan = Some(match and_all(std::mem::take(&mut join)) {
+                        Some(pred) => Plan::Filter { input: Box::new(p), pred },
+                        None => p,
+                    });
+                    left_width = width;
+                    continue;
+                }
+                Some(left) => (left, rel),
+            };
+            let (left, rel) = right;
+            // Try an index lookup join: conjuncts `this.col = f(left columns)`.
+            let mut lookup_keys: Vec<(usize, Expr)> = Vec::new();
+            for e in &join {
+                if let Expr::Binary(BinOp::Eq, a, b) = e {
+                    for (x, y) in [(a, b), (b, a)] {
+                        if let Expr::Column(c) = **x {
+                            if c >= off && c < off + width && y.columns().iter().all(|&i| i < off) && !y.has_subquery() {
+                                lookup_keys.push((c - off, (**y).clone().rebase(0, true)?));
+                            }
+                        }
+                    }
+                }
+            }
+            let has_lookup = rel.table.is_some() && !lookup_keys.is_empty() && rel.can_lookup(&lookup_keys);
+            if has_lookup {
+                let local_outer = local.into_iter().map(|e| e.rebase(off, true)).collect::<Result<Vec<_>>>()?;
+                let scan = rel.into_scan(local_outer, &lookup_keys, self.lock_reads)?;
+                plan = Some(Plan::Join {
+                    left: Box::new(left),
+                    right: Box::new(scan),
+                    kind,
+                    on: and_all(join),
+                    right_width: width,
+                    correlated: true,
+                });
+            } else {
+                // Hash join on equalities between the sides, else nested loop.
+                let mut lk = Vec::new();
+                let mut rk = Vec::new();
+                let mut rest = Vec::new();
+                for e in join {
+                    let mut used = false;
+                    if let Expr::Binary(BinOp::Eq, a, b) = &e {
+                        let (ac, bc) = (a.columns(), b.columns());
+                        let left_only = |cs: &Vec<usize>| !cs.is_empty() && cs.iter().all(|&c| c < off);
+                        let right_only = |cs: &Vec<usize>| !cs.is_empty() && cs.iter().all(|&c| c >= off && c < off + width);
+                        if !a.has_subquery() && !b.has_subquery() {
+                            if left_only(&ac) && right_only(&bc) {
+                                lk.push((**a).clone());
+                                rk.push((**b).clone().rebase(off, false)?);
+                                used = true;
+                            } else if left_only(&bc) && right_only(&ac) {
+                                lk.push((**b).clone());
+                                rk.push((**a).clone().rebase(off, false)?);
+                                used = true;
+                            }
+                        }
+                    }
+                    if !used {
+                        rest.push(e);
+                    }
+                }
+                let scan = rel.into_scan(local_rebased, &[], self.lock_reads)?;
+                plan = Some(if lk.is_empty() {
+                    Plan::Join { left: Box::new(left), right: Box::new(scan), kind, on: and_all(rest), right_width: width, correlated: false }
+                } else {
+                    Plan::HashJoin { left: Box::new(left), right: Box::new(scan), left_keys: lk, right_keys: rk, kind, on: and_all(rest), right_width: width }
+                });
+            }
+            left_width += width;
+        }
+        debug_assert_eq!(left_width, total);
+        Ok((plan.unwrap_or(Plan::Dual), scope))
+    }
+
+    // ----- SELECT -----
+
+    fn select(&mut self, s: &ast::Select, order_by: &[ast::OrderByExpr]) -> Result<(Plan, Scope)> {
+        let mut preds = Vec::new();
+        let (plan, scope) = if s.from.is_empty() {
+            (Plan::Dual, Scope::default())
+        } else {
+            // Bind WHERE against the full scope first, so FROM planning can use it.
+            let mut rels_scope = Scope::default();
+            // A first pass that only builds the scope: relations are planned twice otherwise,
+            // so bind WHERE inside `from` through a closure-free two-step: gather scope now.
+            for twj in &s.from {
+                for r in std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation)) {
+                    rels_scope.columns.extend(self.relation_scope(r)?.columns);
+                }
+            }
+            if let Some(w) = &s.selection {
+                conjuncts(self.expr(w, &rels_scope)?, &mut preds);
+            }
+            let (p, sc) = self.from(&s.from, &mut preds)?;
+            (p, sc)
+        };
+        let mut plan = match and_all(std::mem::take(&mut preds)) {
+            Some(pred) => Plan::Filter { input: Box::new(plan), pred },
+            None => plan,
+        };
+        if s.from.is_empty() {
+            if let Some(w) = &s.selection {
+                plan = Plan::Filter { input: Box::new(plan), pred: self.expr(w, &scope)? };
+            }
+        }
+        // Projection items.
+        let mut items: Vec<(Expr, OutputColumn, Option<String>)> = Vec::new();
+        let mut has_agg = false;
+        for item in &s.projection {
+            match item {
+                ast::SelectItem::Wildcard(_) => {
+                    for (i, c) in scope.columns.iter().enumerate() {
+                        items.push((Expr::Column(i), c.meta.clone(), None));
+                    }
+                }
+                ast::SelectItem::QualifiedWildcard(kind, _) => {
+                    let name = match kind {
+                        ast::SelectItemQualifiedWildcardKind::ObjectName(n) => split_name(n)?.1,
+                        ast::SelectItemQualifiedWildcardKind::Expr(e) => e.to_string(),
+                    };
+                    let mut any = false;
+                    for (i, c) in scope.columns.iter().enumerate() {
+                        if c.table == lower(&name) {
+                            items.push((Expr::Column(i), c.meta.clone(), None));
+                            any = true;
+                        }
+                    }
+                    if !any {
+                        return Err(Error::user(Code::UnknownTable, format!("Unknown table '{name}'")));
+                    }
+                }
+                ast::SelectItem::UnnamedExpr(e) => {
+                    has_agg |= contains_aggregate(e);
+                    let bound = self.expr(e, &scope)?;
+                    let meta = self.output_meta(&bound, &scope, &expr_text(e));
+                    items.push((bound, meta, None));
+                }
+                ast::SelectItem::ExprWithAlias { expr, alias } => {
+                    has_agg |= contains_aggregate(expr);
+                    let bound = self.expr(expr, &scope)?;
+                    let mut meta = self.output_meta(&bound, &scope, &alias.value);
+                    meta.name = alias.value.clone();
+                    items.push((bound, meta, Some(lower(&alias.value))));
+                }
+                other => return Err(Error::unsupported(format!("{other}"))),
+            }
+        }
+        let group_exprs: Vec<ast::Expr> = match &s.group_by {
+            ast::GroupByExpr::Expressions(v, _) => v.clone(),
+            ast::GroupByExpr::All(_) => return Err(Error::unsupported("GROUP BY ALL")),
+        };
+        let having_agg = s.having.as_ref().is_some_and(contains_aggregate);
+        let order_agg = order_by.iter().any(|o| contains_aggregate(&o.expr));
+        let grouped = has_agg || having_agg || order_agg || !group_exprs.is_empty();
+        // ORDER BY keys, before the aggregation rewrite (bound like projection items).
+        let mut order_keys: Vec<(Expr, bool)> = Vec::new();
+        for ob in order_by {
+            let desc = matches!(ob.options.sort, Some(ast::OrderBySort::Desc));
+            let key = self.order_item(&ob.expr, &items, &scope)?;
+            order_keys.push((key, desc));
+        }
+        let mut having = match &s.having {
+            Some(h) => Some(self.having_expr(h, &items, &scope)?),
+            None => None,
+        };
+        let mut proj: Vec<Expr> = items.iter().map(|i| i.0.clone()).collect();
+        if grouped {
+            let mut group = Vec::new();
+            for g in &group_exprs {
+                group.push(self.group_item(g, &items, &scope)?);
+            }
+            let mut aggs: Vec<AggCall> = Vec::new();
+            proj = proj.into_iter().map(|e| rewrite_agg(e, &group, &mut aggs)).collect::<Result<_>>()?;
+            order_keys = order_keys.into_iter().map(|(e, d)| Ok((rewrite_agg(e, &group, &mut aggs)?, d))).collect::<Result<_>>()?;
+            having = having.map(|h| rewrite_agg(h, &group, &mut aggs)).transpose()?;
+            plan = Plan::Aggregate { input: Box::new(plan), group, aggs };
+            if let Some(h) = having.take() {
+                plan = Plan::Filter { input: Box::new(plan), pred: h };
+            }
+        } else if let Some(h) = having.take() {
+            plan = Plan::Filter { input: Box::new(plan), pred: h };
+        }
+        let width = proj.len();
+        let distinct = matches!(s.distinct, Some(ast::Distinct::Distinct));
+        if distinct {
+            plan = Plan::Project { input: Box::new(plan), exprs: proj.clone() };
+            plan = Plan::Distinct { input: Box::new(plan) };
+            if !order_keys.is_empty() {
+                let keys = order_keys
+                    .into_iter()
+                    .map(|(k, d)| match proj.iter().position(|p| *p == k) {
+                        Some(i) => Ok((Expr::Column(i), d)),
+                        None => Err(Error::user(Code::BadField, "ORDER BY expression is not in SELECT list of a DISTINCT query")),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                plan = Plan::Sort { input: Box::new(plan), keys };
+            }
+        } else if order_keys.is_empty() {
+            plan = Plan::Project { input: Box::new(plan), exprs: proj };
+        } else {
+            let mut exprs = proj;
+            let mut keys = Vec::new();
+            for (k, d) in order_keys {
+                exprs.push(k);
+                keys.push((Expr::Column(exprs.len() - 1), d));
+            }
+            plan = Plan::Project { input: Box::new(plan), exprs };
+            plan = Plan::Sort { input: Box::new(plan), keys };
+            plan = Plan::Truncate { input: Box::new(plan), width };
+        }
+        let out_scope = Scope {
+            columns: items
+                .into_iter()
+                .map(|(_, meta, _)| ScopeColumn { table: lower(&meta.table), name: lower(&meta.name), meta })
+                .collect(),
+        };
+        Ok((plan, out_scope))
+    }
+
+    fn relation_scope(&mut self, f: &ast::TableFactor) -> Result<Scope> {
+        Ok(match f {
+            ast::TableFactor::Table { name, alias, .. } => {
+                let (db, tname) = split_name(name)?;
+                if db.is_none() {
+                    if let Some(cte) = self.ctes.iter().rev().find(|c| c.name.eq_ignore_ascii_case(&tname)) {
+                        let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(tname.clone());
+                        return Ok(Relation::derived(Plan::Dual, &cte.query.columns, &alias).scope);
+                    }
+                }
+                let db = match db {
+                    Some(d) => d,
+                    None => self.current_db()?,
+                };
+                if db.eq_ignore_ascii_case("information_schema") {
+                    let (cols, _) = crate::show::information_schema(self.catalog, &tname)?;
+                    let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(tname.clone());
+                    return Ok(Relation::derived(Plan::Dual, &cols, &alias).scope);
+                }
+                let table = self.catalog.table(&db, &tname)?;
+                let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(table.name.clone());
+                Relation::table(table, &alias).scope
+            }
+            ast::TableFactor::Derived { subquery, alias, .. } => {
+                let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or_default();
+                let saved = self.subqueries.len();
+                let (_, scope) = self.query(subquery)?;
+                self.subqueries.truncate(saved);
+                let cols: Vec<OutputColumn> = scope.columns.iter().map(|c| c.meta.clone()).collect();
+                Relation::derived(Plan::Dual, &cols, &alias).scope
+            }
+            ast::TableFactor::NestedJoin { table_with_joins, .. } => {
+                let mut s = self.relation_scope(&table_with_joins.relation)?;
+                for j in &table_with_joins.joins {
+                    s.columns.extend(self.relation_scope(&j.relation)?.columns);
+                }
+                s
+            }
+            other => return Err(Error::unsupported(format!("{other}"))),
+        })
+    }
+
+    fn output_meta(&self, e: &Expr, scope: &Scope, text: &str) -> OutputColumn {
+        match e {
+            Expr::Column(i) => scope.columns.get(*i).map(|c| c.meta.clone()).unwrap_or_default(),
+            _ => OutputColumn { name: text.to_string(), ..Default::default() },
+        }
+    }
+
+    fn alias_item(&self, e: &ast::Expr, items: &[(Expr, OutputColumn, Option<String>)]) -> Option<Expr> {
+        if let ast::Expr::Identifier(id) = e {
+            let n = lower(&id.value);
+            return items.iter().find(|i| i.2.as_deref() == Some(n.as_str())).map(|i| i.0.clone());
+        }
+        None
+    }
+
+    fn position_item(&self, e: &ast::Expr, items: &[(Expr, OutputColumn, Option<String>)]) -> Result<Option<Expr>> {
+        if let ast::Expr::Value(v) = e {
+            if let ast::Value::Number(n, _) = &v.value {
+                let i: usize = n.parse().map_err(|_| Error::parse("bad position"))?;
+                if i == 0 || i > items.len() {
+                    return Err(Error::user(Code::BadField, format!("Unknown column '{i}' in 'order clause'")));
+                }
+                return Ok(Some(items[i - 1].0.clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    fn order_item(&mut self, e: &ast::Expr, items: &[(Expr, OutputColumn, Option<String>)], scope: &Scope) -> Result<Expr> {
+        if let Some(p) = self.position_item(e, items)? {
+            return Ok(p);
+        }
+        if let Some(a) = self.alias_item(e, items) {
+            return Ok(a);
+        }
+        self.expr(e, scope)
+    }
+
+    fn group_item(&mut self, e: &ast::Expr, items: &[(Expr, OutputColumn, Option<String>)], scope: &Scope) -> Result<Expr> {
+        if let Some(p) = self.position_item(e, items)? {
+            return Ok(p);
+        }
+        match self.expr(e, scope) {
+            Ok(x) => Ok(x),
+            Err(err) => self.alias_item(e, items).ok_or(err),
+        }
+    }
+
+    fn having_expr(&mut self, e: &ast::Expr, items: &[(Expr, OutputColumn, Option<String>)], scope: &Scope) -> Result<Expr> {
+        // HAVING may use select aliases: substitute them textually by binding each alias
+        // reference to its item expression.
+        let mut aliases = Scope::default();
+        let mut alias_exprs = Vec::new();
+        for (ex, _, a) in items {
+            if let Some(a) = a {
+                aliases.columns.push(ScopeColumn { table: String::new(), name: a.clone(), meta: OutputColumn::default() });
+                alias_exprs.push(ex.clone());
+            }
+        }
+        match self.expr(e, scope) {
+            Ok(x) => Ok(x),
+            Err(err) => {
+                // Bind against the aliases and substitute.
+                let mut combined = scope.clone();
+                let base = combined.columns.len();
+                combined.columns.extend(aliases.columns);
+                let bound = self.expr(e, &combined).map_err(|_| err)?;
+                bound.transform(&mut |x| match x {
+                    Expr::Column(i) if i >= base => Ok(alias_exprs[i - base].clone()),
+                    other => Ok(other),
+                })
+            }
+        }
+    }
+
+    // ----- expressions -----
+
+    fn resolve(&mut self, parts: &[String], scope: &Scope) -> Result<Expr> {
+        if let Some(first) = parts.first() {
+            if let Some(rest) = first.strip_prefix("@@") {
+                let name = if parts.len() > 1 && matches!(lower(rest).as_str(), "session" | "global" | "local") {
+                    lower(&parts[parts.len() - 1])
+                } else {
+                    lower(rest)
+                };
+                return match self.session.vars.get(&name) {
+                    Some(v) => Ok(Expr::Literal(v.clone())),
+                    None => Err(Error::user(Code::UnknownSystemVariable, format!("Unknown system variable '{name}'"))),
+                };
+            }
+            if let Some(name) = first.strip_prefix('@') {
+                return Ok(Expr::Literal(self.session.user_vars.get(&lower(name)).cloned().unwrap_or(Value::Null)));
+            }
+        }
+        let (table, name) = match parts {
+            [n] => (None, lower(n)),
+            [t, n] => (Some(lower(t)), lower(n)),
+            [_, t, n] => (Some(lower(t)), lower(n)),
+            _ => return Err(Error::parse(format!("bad column reference {}", parts.join(".")))),
+        };
+        let find = |s: &Scope| -> Result<Option<usize>> {
+            let mut hit = None;
+            for (i, c) in s.columns.iter().enumerate() {
+                if c.name == name && table.as_ref().is_none_or(|t| *t == c.table) {
+                    if hit.is_some() {
+                        return Err(Error::user(Code::NonUniq, format!("Column '{}' in field list is ambiguous", parts.join("."))));
+                    }
+                    hit = Some(i);
+                }
+            }
+            Ok(hit)
+        };
+        if let Some(i) = find(scope)? {
+            return Ok(Expr::Column(i));
+        }
+        for depth in 0..self.outer.len() {
+            let s = &self.outer[self.outer.len() - 1 - depth];
+            if let Some(i) = find(s)? {
+                let n = self.correlated.len();
+                for k in 0..=depth.min(n.saturating_sub(1)) {
+                    if let Some(c) = self.correlated.get_mut(n - 1 - k) {
+                        *c = true;
+                    }
+                }
+                return Ok(Expr::Outer(depth, i));
+            }
+        }
+        Err(unknown_column(&parts.join("."), "field list"))
+    }
+
+    fn subquery(&mut self, q: &ast::Query, scope: &Scope, kind: SubqueryKind) -> Result<usize> {
+        self.outer.push(scope.clone());
+        self.correlated.push(false);
+        let saved_lock = self.lock_reads;
+        self.lock_reads = false;
+        let r = self.query(q);
+        self.lock_reads = saved_lock;
+        self.outer.pop();
+        let correlated = self.correlated.pop().unwrap_or(true);
+        let (plan, sub_scope) = r?;
+        if kind == SubqueryKind::Scalar && sub_scope.columns.len() != 1 {
+            return Err(Error::user(Code::OperandColumns, "Operand should contain 1 column(s)"));
+        }
+        self.subqueries.push(SubqueryPlan { plan, kind, correlated });
+        Ok(self.subqueries.len() - 1)
+    }
+
+    /// Binds an expression against `scope`.
+    pub fn expr(&mut self, e: &ast::Expr, scope: &Scope) -> Result<Expr> {
+        use ast::Expr as A;
+        Ok(match e {
+            A::Identifier(id) => self.resolve(&[id.value.clone()], scope)?,
+            A::CompoundIdentifier(ids) => {
+                let parts: Vec<String> = ids.iter().map(|i| i.value.clone()).collect();
+                self.resolve(&parts, scope)?
+            }
+            A::Value(v) => self.value(&v.value)?,
+            A::Nested(inner) => self.expr(inner, scope)?,
+            A::Tuple(items) => Expr::Row(items.iter().map(|i| self.expr(i, scope)).collect::<Result<_>>()?),
+            A::UnaryOp { op, expr } => {
+                let inner = self.expr(expr, scope)?;
+                match op {
+                    ast::UnaryOperator::Not => Expr::Unary(UnaryOp::Not, Box::new(inner)),
+                    ast::UnaryOperator::Minus => match inner {
+                        Expr::Literal(v) if v.is_numeric() => crate::expr::binary(BinOp::Sub, Value::Int(0), v).map(Expr::Literal)?,
+                        other => Expr::Unary(UnaryOp::Neg, Box::new(other)),
+                    },
+                    ast::UnaryOperator::Plus => inner,
+                    ast::UnaryOperator::BitwiseNot => Expr::Unary(UnaryOp::BitNot, Box::new(inner)),
+                    other => return Err(Error::unsupported(format!("operator {other}"))),
+                }
+            }
+            A::BinaryOp { left, op, right } => {
+                let l = self.expr(left, scope)?;
+                let r = self.expr(right, scope)?;
+                let bop = match op {
+                    ast::BinaryOperator::Plus => BinOp::Add,
+                    ast::BinaryOperator::Minus => BinOp::Sub,
+                    ast::BinaryOperator::Multiply => BinOp::Mul,
+                    ast::BinaryOperator::Divide => BinOp::Div,
+                    ast::BinaryOperator::MyIntegerDivide => BinOp::IntDiv,
+                    ast::BinaryOperator::Modulo => BinOp::Mod,
+                    ast::BinaryOperator::Eq => BinOp::Eq,
+                    ast::BinaryOperator::Spaceship => BinOp::NullSafeEq,
+                    ast::BinaryOperator::NotEq => BinOp::NotEq,
+                    ast::BinaryOperator::Lt => BinOp::Lt,
+                    ast::BinaryOperator::LtEq => BinOp::LtEq,
+                    ast::BinaryOperator::Gt => BinOp::Gt,
+                    ast::BinaryOperator::GtEq => BinOp::GtEq,
+                    ast::BinaryOperator::And => BinOp::And,
+                    ast::BinaryOperator::Or => BinOp::Or,
+                    ast::BinaryOperator::Xor => BinOp::Xor,
+                    ast::BinaryOperator::BitwiseAnd => BinOp::BitAnd,
+                    ast::BinaryOperator::BitwiseOr => BinOp::BitOr,
+                    ast::BinaryOperator::BitwiseXor => BinOp::BitXor,
+                    ast::BinaryOperator::PGBitwiseShiftLeft => BinOp::Shl,
+                    ast::BinaryOperator::PGBitwiseShiftRight => BinOp::Shr,
+                    ast::BinaryOperator::StringConcat => return Ok(Expr::Func("concat".into(), vec![l, r])),
+                    other => return Err(Error::unsupported(format!("operator {other}"))),
+                };
+                // (a, b) = (c, d) compares element-wise.
+                if let (Expr::Row(ls), Expr::Row(rs)) = (&l, &r) {
+                    if ls.len() != rs.len() {
+                        return Err(Error::user(Code::OperandColumns, format!("Operand should contain {} column(s)", ls.len())));
+                    }
+                    if bop == BinOp::Eq {
+                        let parts = ls.iter().zip(rs).map(|(a, b)| Expr::Binary(BinOp::Eq, Box::new(a.clone()), Box::new(b.clone()))).collect();
+                        return Ok(and_all(parts).unwrap_or(Expr::Literal(Value::Int(1))));
+                    }
+                }
+                if matches!(r, Expr::Func(ref n, _) if n == "__interval") || matches!(l, Expr::Func(ref n, _) if n == "__interval") {
+                    return interval_arith(bop, l, r);
+                }
+                Expr::Binary(bop, Box::new(l), Box::new(r))
+            }
+            A::IsNull(x) => Expr::IsNull(Box::new(self.expr(x, scope)?), false),
+            A::IsNotNull(x) => Expr::IsNull(Box::new(self.expr(x, scope)?), true),
+            A::IsTrue(x) => Expr::IsBool(Box::new(self.expr(x, scope)?), true, false),
+            A::IsNotTrue(x) => Expr::IsBool(Box::new(self.expr(x, scope)?), true, true),
+            A::IsFalse(x) => Expr::IsBool(Box::new(self.expr(x, scope)?), false, false),
+            A::IsNotFalse(x) => Expr::IsBool(Box::new(self.expr(x, scope)?), false, true),
+            A::InList { expr, list, negated } => {
+                Expr::InList(Box::new(self.expr(expr, scope)?), list.iter().map(|i| self.expr(i, scope)).collect::<Result<_>>()?, *negated)
+            }
+            A::InSubquery { expr, subquery, negated } => {
+                let x = self.expr(expr, scope)?;
+                let id = self.subquery(subquery, scope, SubqueryKind::Rows)?;
+                Expr::InSubquery(Box::new(x), id, *negated)
+            }
+            A::Exists { subquery, negated } => {
+                let id = self.subquery(subquery, scope, SubqueryKind::Exists)?;
+                let e = Expr::Subquery(id, SubqueryKind::Exists);
+                if *negated {
+                    Expr::Unary(UnaryOp::Not, Box::new(e))
+                } else {
+                    e
+                }
+            }
+            A::Subquery(q) => Expr::Subquery(self.subquery(q, scope, SubqueryKind::Scalar)?, SubqueryKind::Scalar),
+            A::Between { expr, negated, low, high } => Expr::Between(
+                Box::new(self.expr(expr, scope)?),
+                Box::new(self.expr(low, scope)?),
+                Box::new(self.expr(high, scope)?),
+                *negated,
+            ),
+            A::Like { negated, expr, pattern, escape_char, any: false } => {
+                let esc = match escape_char.as_deref() {
+                    Some(A::Value(v)) => match &v.value {
+                        ast::Value::SingleQuotedString(s) => s.chars().next().unwrap_or('\\'),
+                        _ => '\\',
+                    },
+                    _ => '\\',
+                };
+                Expr::Like(Box::new(self.expr(expr, scope)?), Box::new(self.expr(pattern, scope)?), esc, *negated)
+            }
+            A::Case { operand, conditions, else_result, .. } => Expr::Case(
+                operand.as_ref().map(|o| self.expr(o, scope).map(Box::new)).transpose()?,
+                conditions.iter().map(|c| Ok((self.expr(&c.condition, scope)?, self.expr(&c.result, scope)?))).collect::<Result<_>>()?,
+                else_result.as_ref().map(|e| self.expr(e, scope).map(Box::new)).transpose()?,
+            ),
+            A::Cast { expr, data_type, .. } => Expr::Cast(Box::new(self.expr(expr, scope)?), cast_type(data_type)?),
+            A::Convert { expr, data_type: Some(dt), .. } => Expr::Cast(Box::new(self.expr(expr, scope)?), cast_type(dt)?),
+            A::Convert { expr, data_type: None, .. } => self.expr(expr, scope)?,
+            A::Extract { field, expr, .. } => {
+                let f = lower(&field.to_string());
+                Expr::Func(f, vec![self.expr(expr, scope)?])
+            }
+            A::Ceil { expr, .. } => Expr::Func("ceil".into(), vec![self.expr(expr, scope)?]),
+            A::Floor { expr, .. } => Expr::Func("floor".into(), vec![self.expr(expr, scope)?]),
+            A::Position { expr, r#in } => Expr::Func("locate".into(), vec![self.expr(expr, scope)?, self.expr(r#in, scope)?]),
+            A::Substring { expr, substring_from, substring_for, .. } => {
+                let mut args = vec![self.expr(expr, scope)?];
+                args.push(match substring_from {
+                    Some(f) => self.expr(f, scope)?,
+                    None => Expr::Literal(Value::Int(1)),
+                });
+                if let Some(f) = substring_for {
+                    args.push(self.expr(f, scope)?);
+                }
+                Expr::Func("substring".into(), args)
+            }
+            A::Trim { expr, trim_where, trim_what, .. } => {
+                if trim_what.is_some() {
+                    return Err(Error::unsupported("TRIM(... FROM ...)"));
+                }
+                let f = match trim_where {
+                    Some(ast::TrimWhereField::Leading) => "ltrim",
+                    Some(ast::TrimWhereField::Trailing) => "rtrim",
+                    _ => "trim",
+                };
+                Expr::Func(f.into(), vec![self.expr(expr, scope)?])
+            }
+            A::Interval(iv) => {
+                let unit = match &iv.leading_field {
+                    Some(f) => lower(&f.to_string()),
+                    None => "second".into(),
+                };
+                Expr::Func("__interval".into(), vec![self.expr(&iv.value, scope)?, Expr::Literal(Value::str(unit))])
+            }
+            A::TypedString(ts) => {
+                let text = match &ts.value.value {
+                    ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                Expr::Cast(Box::new(Expr::Literal(Value::str(text))), cast_type(&ts.data_type)?)
+            }
+            A::Function(f) => self.function(f, scope)?,
+            A::Collate { expr, .. } => self.expr(expr, scope)?,
+            other => return Err(Error::unsupported(format!("expression {other}"))),
+        })
+    }
+
+    fn value(&mut self, v: &ast::Value) -> Result<Expr> {
+        Ok(Expr::Literal(match v {
+            ast::Value::Number(n, _) => number_literal(n)?,
+            ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) | ast::Value::EscapedStringLiteral(s) => Value::str(s.clone()),
+            ast::Value::NationalStringLiteral(s) => Value::str(s.clone()),
+            ast::Value::HexStringLiteral(h) => Value::Bytes(
+                (0..h.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(h.get(i..i + 2).unwrap_or("0"), 16).map_err(|_| Error::parse("bad hex literal")))
+                    .collect::<Result<_>>()?,
+            ),
+            ast::Value::Boolean(b) => Value::Int(*b as i64),
+            ast::Value::Null => Value::Null,
+            ast::Value::Placeholder(p) => {
+                let n: usize = p.trim_start_matches('?').parse().map_err(|_| Error::parse("bad placeholder"))?;
+                return Ok(Expr::Param(n));
+            }
+            other => return Err(Error::unsupported(format!("literal {other}"))),
+        }))
+    }
+
+    fn function(&mut self, f: &ast::Function, scope: &Scope) -> Result<Expr> {
+        let name = lower(&f.name.to_string());
+        let (args, distinct, star) = match &f.args {
+            ast::FunctionArguments::None => (Vec::new(), false, false),
+            ast::FunctionArguments::List(list) => {
+                let distinct = matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct));
+                let mut star = false;
+                let mut args = Vec::new();
+                for a in &list.args {
+                    match a {
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => args.push(e.clone()),
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard) => star = true,
+                        other => return Err(Error::unsupported(format!("argument {other}"))),
+                    }
+                }
+                (args, distinct, star)
+            }
+            ast::FunctionArguments::Subquery(_) => return Err(Error::unsupported("subquery as function argument")),
+        };
+        if is_aggregate(&name) {
+            let func = match name.as_str() {
+                "count" if star => AggFunc::CountStar,
+                "count" => AggFunc::Count,
+                "sum" => AggFunc::Sum,
+                "avg" => AggFunc::Avg,
+                "min" => AggFunc::Min,
+                "max" => AggFunc::Max,
+                _ => AggFunc::GroupConcat,
+            };
+            let bound = args.iter().map(|a| self.expr(a, scope)).collect::<Result<Vec<_>>>()?;
+            if bound.iter().any(|b| matches!(b, Expr::Agg(_))) {
+                return Err(Error::user(Code::InvalidGroupFuncUse, "Invalid use of group function"));
+            }
+            return Ok(Expr::Agg(Box::new(AggCall { func, args: bound, distinct })));
+        }
+        if is_session_function(&name) {
+            return self.session_function(&name, &args, scope);
+        }
+        let mut bound = args.iter().map(|a| self.expr(a, scope)).collect::<Result<Vec<_>>>()?;
+        match name.as_str() {
+            "date_add" | "adddate" | "date_sub" | "subdate" => {
+                let sub = name.starts_with("date_sub") || name == "subdate";
+                if bound.len() != 2 {
+                    return Err(Error::user(Code::WrongParamcountToNativeFct, format!("Incorrect parameter count in the call to native function '{name}'")));
+                }
+                let iv = bound.pop().unwrap_or(Expr::Literal(Value::Null));
+                let d = bound.pop().unwrap_or(Expr::Literal(Value::Null));
+                let (amount, unit) = match iv {
+                    Expr::Func(n, mut a) if n == "__interval" && a.len() == 2 => {
+                        let unit = a.pop().unwrap_or(Expr::Literal(Value::str("day")));
+                        (a.pop().unwrap_or(Expr::Literal(Value::Null)), unit)
+                    }
+                    other => (other, Expr::Literal(Value::str("day"))),
+                };
+                let fname = if sub { "date_sub_interval" } else { "date_add_interval" };
+                Ok(Expr::Func(fname.into(), vec![d, amount, unit]))
+            }
+            _ => {
+                // Validate the name now so unknown functions fail at bind time.
+                if !crate::functions::is_known(&name) {
+                    return Err(Error::user(Code::FunctionNotExists, format!("FUNCTION {name} does not exist")));
+                }
+                Ok(Expr::Func(name, bound))
+            }
+        }
+    }
+
+    fn session_function(&mut self, name: &str, args: &[ast::Expr], scope: &Scope) -> Result<Expr> {
+        let s = self.session;
+        Ok(Expr::Literal(match name {
+            "now" | "current_timestamp" | "sysdate" | "localtime" | "localtimestamp" | "utc_timestamp" => Value::DateTime(s.now),
+            "curdate" | "current_date" => Value::Date(DateTime::from_ymd(s.now.year, s.now.month, s.now.day)),
+            "curtime" | "current_time" => Value::Time(((s.now.hour as i64 * 60 + s.now.minute as i64) * 60 + s.now.second as i64) * 1_000_000),
+            "database" | "schema" => s.db.clone().map(Value::str).unwrap_or(Value::Null),
+            "last_insert_id" => {
+                if let Some(a) = args.first() {
+                    return self.expr(a, scope);
+                }
+                Value::UInt(s.last_insert_id)
+            }
+            "connection_id" => Value::UInt(s.connection_id as u64),
+            "version" => Value::str(crate::VERSION),
+            "user" | "current_user" | "session_user" | "system_user" => Value::str(format!("{}@%", s.user)),
+            "unix_timestamp" => {
+                if let Some(a) = args.first() {
+                    let e = self.expr(a, scope)?;
+                    return Ok(Expr::Func("__unix_timestamp".into(), vec![e]));
+                }
+                Value::Int((s.now.to_micros() - DateTime::from_ymd(1970, 1, 1).to_micros()) / 1_000_000)
+            }
+            "found_rows" | "row_count" => Value::Int(s.row_count),
+            _ => Value::Null,
+        }))
+    }
+}
+
+fn interval_arith(op: BinOp, l: Expr, r: Expr) -> Result<Expr> {
+    let (date, iv, sub) = match (l, r) {
+        (d, Expr::Func(n, a)) if n == "__interval" => (d, a, op == BinOp::Sub),
+        (Expr::Func(n, a), d) if n == "__interval" && op == BinOp::Add => (d, a, false),
+        _ => return Err(Error::parse("bad INTERVAL arithmetic")),
+    };
+    let mut iv = iv;
+    let unit = iv.pop().unwrap_or(Expr::Literal(Value::str("day")));
+    let amount = iv.pop().unwrap_or(Expr::Literal(Value::Null));
+    Ok(Expr::Func(if sub { "date_sub_interval" } else { "date_add_interval" }.into(), vec![date, amount, unit]))
+}
+
+/// Unknown column error.
+pub fn unknown_column(name: &str, clause: &str) -> Error {
+    Error::user(Code::BadField, format!("Unknown column '{name}' in '{clause}'"))
+}
+
+fn expr_text(e: &ast::Expr) -> String {
+    match e {
+        ast::Expr::Identifier(i) => i.value.clone(),
+        ast::Expr::CompoundIdentifier(ids) => ids.last().map(|i| i.value.clone()).unwrap_or_default(),
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
+            other => other.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// Parses one expression (used for USING rewrites).
+pub fn parse_expr(text: &str) -> Result<ast::Expr> {
+    let dialect = sqlparser::dialect::MySqlDialect {};
+    let mut p = sqlparser::parser::Parser::new(&dialect).try_with_sql(text).map_err(|e| Error::parse(e.to_string()))?;
+    p.parse_expr().map_err(|e| Error::parse(e.to_string()))
+}
+
+fn cast_type(dt: &ast::DataType) -> Result<CastType> {
+    use ast::DataType as D;
+    Ok(match dt {
+        D::Signed | D::SignedInteger | D::Int(_) | D::Integer(_) | D::BigInt(_) => CastType::Signed,
+        D::Unsigned | D::UnsignedInteger => CastType::Unsigned,
+        D::Decimal(info) | D::Numeric(info) | D::Dec(info) => {
+            let (p, s) = match info {
+                ast::ExactNumberInfo::None => (10, 0),
+                ast::ExactNumberInfo::Precision(p) => (*p as u8, 0),
+                ast::ExactNumberInfo::PrecisionAndScale(p, s) => (*p as u8, *s as u8),
+            };
+            CastType::Decimal(p, s)
+        }
+        D::Double(_) | D::DoublePrecision | D::Float(_) | D::Real => CastType::Double,
+        D::Char(_) | D::Varchar(_) | D::Binary(_) | D::Text | D::Nvarchar(_) | D::CharacterVarying(_) | D::Character(_) => CastType::Char,
+        D::Date => CastType::Date,
+        D::Datetime(_) | D::Timestamp(_, _) => CastType::DateTime,
+        D::Time(_, _) => CastType::Time,
+        other => return Err(Error::unsupported(format!("CAST AS {other}"))),
+    })
+}
+
+/// Whether an AST expression contains an aggregate call (not looking into subqueries).
+pub fn contains_aggregate(e: &ast::Expr) -> bool {
+    use sqlparser::ast::Visit;
+    use std::ops::ControlFlow;
+    struct V(bool);
+    impl ast::Visitor for V {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &ast::Expr) -> ControlFlow<()> {
+            if let ast::Expr::Function(f) = e {
+                if is_aggregate(&lower(&f.name.to_string())) {
+                    self.0 = true;
+                    return ControlFlow::Break(());
+                }
+            }
+            if matches!(e, ast::Expr::Subquery(_) | ast::Expr::Exists { .. } | ast::Expr::InSubquery { .. }) {
+                // Aggregates inside a subquery belong to it; only look at the left side of IN.
+                if let ast::Expr::InSubquery { expr, .. } = e {
+                    if contains_aggregate(expr) {
+                        self.0 = true;
+                        return ControlFlow::Break(());
+                    }
+                }
+                return ControlFlow::Continue(());
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    // The visitor descends into subqueries too; run it on a copy with subqueries stripped.
+    let mut v = V(false);
+    let stripped = strip_subqueries(e);
+    let _ = stripped.visit(&mut v);
+    v.0
+}
+
+fn strip_subqueries(e: &ast::Expr) -> ast::Expr {
+    use sqlparser::ast::VisitMut;
+    use std::ops::ControlFlow;
+    struct S;
+    impl ast::VisitorMut for S {
+        type Break = ();
+        fn post_visit_expr(&mut self, e: &mut ast::Expr) -> ControlFlow<()> {
+            if matches!(e, ast::Expr::Subquery(_) | ast::Expr::Exists { .. }) {
+                *e = ast::Expr::Value(ast::Value::Null.into());
+            }
+            if let ast::Expr::InSubquery { expr, .. } = e {
+                *e = (**expr).clone();
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut c = e.clone();
+    let _ = c.visit(&mut S);
+    c
+}
+
+/// Rewrites an expression over the input rows into one over the aggregation output
+/// (group values, then aggregates).
+pub fn rewrite_agg(e: Expr, group: &[Expr], aggs: &mut Vec<AggCall>) -> Result<Expr> {
+    if let Some(i) = group.iter().position(|g| *g == e) {
+        return Ok(Expr::Column(i));
+    }
+    match e {
+        Expr::Agg(call) => {
+            let call = *call;
+            let pos = match aggs.iter().position(|a| *a == call) {
+                Some(p) => p,
+                None => {
+                    aggs.push(call);
+                    aggs.len() - 1
+                }
+            };
+            Ok(Expr::Column(group.len() + pos))
+        }
+        Expr::Column(c) => {
+            let call = AggCall { func: AggFunc::First, args: vec![Expr::Column(c)], distinct: false };
+            let pos = match aggs.iter().position(|a| *a == call) {
+                Some(p) => p,
+                None => {
+                    aggs.push(call);
+                    aggs.len() - 1
+                }
+            };
+            Ok(Expr::Column(group.len() + pos))
+        }
+        other => other.map_children(&mut |c| rewrite_agg(c, group, aggs)),
+    }
+}
+
+fn check_unique_aliases(rels: &[&Relation]) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for r in rels {
+        let a = r.alias();
+        if !a.is_empty() && !seen.insert(a.clone()) {
+            return Err(Error::user(Code::NonUniqTable, format!("Not unique table/alias: '{a}'")));
+        }
+    }
+    Ok(())
+}
+
+/// One FROM item being planned.
+struct Relation {
+    table: Option<Arc<TableInfo>>,
+    plan: Option<Plan>,
+    scope: Scope,
+}
+
+impl Relation {
+    fn table(table: Arc<TableInfo>, alias: &str) -> Relation {
+        let scope = Scope {
+            columns: table
+                .columns
+                .iter()
+                .enumerate()
+                .map(|(i, c)| ScopeColumn {
+                    table: lower(alias),
+                    name: lower(&c.name),
+                    meta: OutputColumn {
+                        name: c.name.clone(),
+                        table: alias.to_string(),
+                        org_table: table.name.clone(),
+                        org_name: c.name.clone(),
+                        db: table.db.clone(),
+                        ty: Some(c.ty.clone()),
+                        not_null: !c.nullable,
+                        primary: table.pk.as_ref().is_some_and(|p| p.contains(&i)),
+                    },
+                })
+                .collect(),
+        };
+        Relation { table: Some(table), plan: None, scope }
+    }
+
+    fn derived(plan: Plan, cols: &[OutputColumn], alias: &str) -> Relation {
+        let scope = Scope {
+            columns: cols
+                .iter()
+                .map(|c| ScopeColumn {
+                    table: lower(alias),
+                    name: lower(&c.name),
+                    meta: OutputColumn { table: alias.to_string(), ..c.clone() },
+                })
+                .collect(),
+        };
+        Relation { table: None, plan: Some(plan), scope }
+    }
+
+    fn alias(&self) -> String {
+        self.scope.columns.first().map(|c| c.table.clone()).unwrap_or_default()
+    }
+
+    fn into_plan_scope(self) -> (Plan, Scope) {
+        match (self.table, self.plan) {
+            (_, Some(p)) => (p, self.scope),
+            (Some(t), None) => (Plan::Scan { table: t, access: Access::Full, filter: None, lock: false }, self.scope),
+            (None, None) => (Plan::Dual, self.scope),
+        }
+    }
+
+    /// Whether `keys` (column offset, value) fix the primary key or an index prefix.
+    fn can_lookup(&self, keys: &[(usize, Expr)]) -> bool {
+        let Some(t) = &self.table else { return false };
+        let has = |c: usize| keys.iter().any(|(k, _)| *k == c);
+        if let Some(pk) = &t.pk {
+            if pk.first().is_some_and(|c| has(*c)) {
+                return true;
+            }
+        }
+        t.indexes.iter().any(|i| i.columns.first().is_some_and(|c| has(*c)))
+    }
+
+    /// Plans the scan of this relation with its local predicates (bound to its own row) and
+    /// equality keys (column offset, value constant per execution).
+    fn into_scan(self, local: Vec<Expr>, eq_keys: &[(usize, Expr)], lock: bool) -> Result<Plan> {
+        let Some(table) = self.table else {
+            let (plan, _) = Relation { table: None, plan: self.plan, scope: self.scope }.into_plan_scope();
+            return Ok(match and_all(local) {
+                Some(pred) => Plan::Filter { input: Box::new(plan), pred },
+                None => plan,
+            });
+        };
+        let access = choose_access(&table, &local, eq_keys);
+        Ok(Plan::Scan { table, access, filter: and_all(local), lock })
+    }
+}
+
+/// Column bounds gathered from predicates.
+#[derive(Default, Clone)]
+struct ColumnBounds {
+    eq: Option<Expr>,
+    in_list: Option<Vec<Expr>>,
+    lower: Option<(Expr, bool)>,
+    upper: Option<(Expr, bool)>,
+}
+
+fn gather_bounds(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -> (Vec<ColumnBounds>, Option<(Vec<usize>, Vec<Vec<Expr>>)>) {
+    let mut b = vec![ColumnBounds::default(); table.columns.len()];
+    let mut row_in = None;
+    for (c, e) in eq_keys {
+        b[*c].eq = Some(e.clone());
+    }
+    for p in local {
+        match p {
+            Expr::Binary(op, x, y) => {
+                let (col, val, op) = match (&**x, &**y) {
+                    (Expr::Column(c), v) if v.is_row_constant() => (*c, v.clone(), *op),
+                    (v, Expr::Column(c)) if v.is_row_constant() => (*c, v.clone(), flip(*op)),
+                    _ => continue,
+                };
+                let cb = &mut b[col];
+                match op {
+                    BinOp::Eq => cb.eq = cb.eq.take().or(Some(val)),
+                    BinOp::Gt => cb.lower = Some((val, false)),
+                    BinOp::GtEq => cb.lower = Some((val, true)),
+                    BinOp::Lt => cb.upper = Some((val, false)),
+                    BinOp::LtEq => cb.upper = Some((val, true)),
+                    _ => {}
+                }
+            }
+            Expr::Between(x, lo, hi, false) => {
+                if let Expr::Column(c) = **x {
+                    if lo.is_row_constant() && hi.is_row_constant() {
+                        b[c].lower = Some(((**lo).clone(), true));
+                        b[c].upper = Some(((**hi).clone(), true));
+                    }
+                }
+            }
+            Expr::InList(x, list, false) if list.iter().all(|e| e.is_row_constant()) => match &**x {
+                Expr::Column(c) => b[*c].in_list = Some(list.clone()),
+                Expr::Row(cols) if cols.iter().all(|c| matches!(c, Expr::Column(_))) => {
+                    let idx: Vec<usize> = cols.iter().filter_map(|c| if let Expr::Column(i) = c { Some(*i) } else { None }).collect();
+                    let tuples: Option<Vec<Vec<Expr>>> = list.iter().map(|t| if let Expr::Row(v) = t { Some(v.clone()) } else { None }).collect();
+                    if let Some(t) = tuples {
+                        row_in = Some((idx, t));
+                    }
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    (b, row_in)
+}
+
+fn flip(op: BinOp) -> BinOp {
+    match op {
+        BinOp::Lt => BinOp::Gt,
+        BinOp::LtEq => BinOp::GtEq,
+        BinOp::Gt => BinOp::Lt,
+        BinOp::GtEq => BinOp::LtEq,
+        other => other,
+    }
+}
+
+fn key_range(cols: &[usize], b: &[ColumnBounds]) -> (KeyRange, usize) {
+    let mut r = KeyRange::default();
+    let mut score = 0;
+    for &c in cols {
+        if let Some(e) = &b[c].eq {
+            r.eq.push(e.clone());
+            score += 2;
+            continue;
+        }
+        if b[c].lower.is_some() || b[c].upper.is_some() {
+            r.lower = b[c].lower.clone();
+            r.upper = b[c].upper.clone();
+            score += 1;
+        }
+        break;
+    }
+    (r, score)
+}
+
+/// Chooses the access path for a table.
+fn choose_access(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -> Access {
+    let (b, row_in) = gather_bounds(table, local, eq_keys);
+    if let Some(pk) = &table.pk {
+        // Point get: equality on every PK column.
+        if pk.iter().all(|c| b[*c].eq.is_some()) {
+            return Access::Points(vec![pk.iter().map(|c| b[*c].eq.clone().unwrap_or(Expr::Literal(Value::Null))).collect()]);
+        }
+        // Batch point get: `pk IN (...)` with the other PK columns fixed.
+        for &c in pk {
+            if let Some(list) = &b[c].in_list {
+                if pk.iter().all(|k| *k == c || b[*k].eq.is_some()) {
+                    let points = list
+                        .iter()
+                        .map(|v| pk.iter().map(|k| if *k == c { v.clone() } else { b[*k].eq.clone().unwrap_or(Expr::Literal(Value::Null)) }).collect())
+                        .collect();
+                    return Access::Points(points);
+                }
+            }
+        }
+        // Row constructor `(pk columns) IN ((...), ...)`.
+        if let Some((idx, tuples)) = &row_in {
+            if pk.iter().all(|k| idx.contains(k) || b[*k].eq.is_some()) {
+                let points = tuples
+                    .iter()
+                    .map(|t| {
+                        pk.iter()
+                            .map(|k| match idx.iter().position(|i| i == k) {
+                                Some(p) => t.get(p).cloned().unwrap_or(Expr::Literal(Value::Null)),
+                                None => b[*k].eq.clone().unwrap_or(Expr::Literal(Value::Null)),
+                            })
+                            .collect()
+                    })
+                    .collect();
+                return Access::Points(points);
+            }
+        }
+    }
+    let mut best: (usize, Access) = (0, Access::Full);
+    if let Some(pk) = &table.pk {
+        let (r, score) = key_range(pk, &b);
+        if score > 0 {
+            best = (score * 2 + 1, Access::PkRange(r));
+        }
+    }
+    for (i, idx) in table.indexes.iter().enumerate() {
+        let (r, score) = key_range(&idx.columns, &b);
+        let unique_full = idx.unique && r.eq.len() == idx.columns.len();
+        let s = score * 2 + if unique_full { 3 } else { 0 };
+        if s > best.0 {
+            best = (s, Access::Index(i, r));
+        }
+    }
+    best.1
+}
+
+impl Binder<'_> {
+    /// The scope of one table's columns under `alias`.
+    pub fn table_scope(table: &Arc<TableInfo>, alias: &str) -> Scope {
+        Relation::table(table.clone(), alias).scope
+    }
+
+    /// Plans the row source of a single-table UPDATE or DELETE: the access path, the
+    /// predicate checked on each row, and the conjuncts that need subqueries (evaluated
+    /// by the caller).
+    pub fn dml_scan(&mut self, table: &Arc<TableInfo>, scope: &Scope, selection: Option<&ast::Expr>) -> Result<(Access, Option<Expr>, Option<Expr>)> {
+        let mut preds = Vec::new();
+        if let Some(w) = selection {
+            conjuncts(self.expr(w, scope)?, &mut preds);
+        }
+        let (with_sub, local): (Vec<Expr>, Vec<Expr>) = preds.into_iter().partition(|p| p.has_subquery());
+        let access = choose_access(table, &local, &[]);
+        Ok((access, and_all(local), and_all(with_sub)))
+    }
+}

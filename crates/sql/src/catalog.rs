@@ -1,0 +1,373 @@
+//! The catalog: databases, tables, columns and indexes. It is stored in the KV store under
+//! meta keys (written in the same transactional way as data, so a DDL is durable and atomic)
+//! and cached in memory for planning. Names are case-insensitive, as in TiDB.
+//!
+//! Limitation: DDL here is a single transaction applied to the local cache; the online
+//! schema-change protocol that lets several SQL nodes change schemas under load comes with
+//! the cluster.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+use strata_codec::keys::prefix_end;
+use strata_codec::Key;
+use strata_common::{Code, Error, IndexId, Result, TableId, Value};
+use strata_kv::{Client, LockMode, Oracle};
+use strata_txn::{Isolation, Transaction, TxnOptions};
+
+use crate::types::ColumnType;
+
+/// A column default.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum DefaultValue {
+    /// DEFAULT NULL.
+    Null,
+    /// A literal, kept as text and converted to the column type when used.
+    Text(String),
+    /// DEFAULT CURRENT_TIMESTAMP.
+    CurrentTimestamp,
+}
+
+/// A column.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ColumnInfo {
+    /// Stable id used in the row format.
+    pub id: u32,
+    /// Name as written.
+    pub name: String,
+    /// Type.
+    pub ty: ColumnType,
+    /// Whether NULL is allowed.
+    pub nullable: bool,
+    /// Default, if declared.
+    pub default: Option<DefaultValue>,
+    /// AUTO_INCREMENT.
+    pub auto_increment: bool,
+    /// ON UPDATE CURRENT_TIMESTAMP.
+    pub on_update_now: bool,
+}
+
+/// An index (the primary key is described by `TableInfo::pk`, not here).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IndexInfo {
+    /// Id, unique within the table.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// Offsets of the indexed columns in `TableInfo::columns`.
+    pub columns: Vec<usize>,
+    /// UNIQUE.
+    pub unique: bool,
+}
+
+/// A table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TableInfo {
+    /// Id, never reused.
+    pub id: i64,
+    /// Database name.
+    pub db: String,
+    /// Table name.
+    pub name: String,
+    /// Columns in order.
+    pub columns: Vec<ColumnInfo>,
+    /// Offsets of the primary key columns; `None` means a hidden row id is the key.
+    pub pk: Option<Vec<usize>>,
+    /// Secondary and unique indexes.
+    pub indexes: Vec<IndexInfo>,
+    /// Next column id.
+    pub next_column_id: u32,
+    /// Next index id.
+    pub next_index_id: i64,
+}
+
+impl TableInfo {
+    /// The table id.
+    pub fn table_id(&self) -> TableId {
+        TableId(self.id)
+    }
+
+    /// Finds a column offset by name (case-insensitive).
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The AUTO_INCREMENT column, if any.
+    pub fn auto_increment_column(&self) -> Option<usize> {
+        self.columns.iter().position(|c| c.auto_increment)
+    }
+
+    /// Finds an index by name.
+    pub fn index(&self, name: &str) -> Option<&IndexInfo> {
+        self.indexes.iter().find(|i| i.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The index id as a newtype.
+    pub fn index_id(index: &IndexInfo) -> IndexId {
+        IndexId(index.id)
+    }
+}
+
+/// A database.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DatabaseInfo {
+    /// Name as written.
+    pub name: String,
+}
+
+struct Db {
+    info: DatabaseInfo,
+    tables: BTreeMap<String, Arc<TableInfo>>,
+}
+
+/// Per-table allocator of AUTO_INCREMENT values and hidden row ids, handing out ranges
+/// reserved in the store so that restarts never reuse a value.
+#[derive(Default)]
+struct IdRange {
+    next: i64,
+    end: i64,
+}
+
+const ID_BATCH: i64 = 1000;
+
+/// The catalog cache plus its persistence.
+pub struct Catalog {
+    client: Arc<dyn Client>,
+    oracle: Arc<dyn Oracle>,
+    dbs: RwLock<BTreeMap<String, Db>>,
+    ranges: Mutex<BTreeMap<(i64, bool), IdRange>>,
+    /// Serializes DDL on this node.
+    ddl: tokio::sync::Mutex<()>,
+}
+
+fn meta_key(parts: &[&str]) -> Vec<u8> {
+    Key::Meta(parts.join("/").into_bytes()).encode()
+}
+
+fn lower(s: &str) -> String {
+    s.to_ascii_lowercase()
+}
+
+fn json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(v).map_err(|e| Error::internal(format!("catalog encode: {e}")))
+}
+
+fn from_json<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T> {
+    serde_json::from_slice(b).map_err(|e| Error::internal(format!("catalog decode: {e}")))
+}
+
+fn ddl_txn_opts() -> TxnOptions {
+    TxnOptions { mode: LockMode::Optimistic, isolation: Isolation::RepeatableRead, lock_wait_timeout_ms: 50_000 }
+}
+
+impl Catalog {
+    /// Loads the catalog from the store.
+    pub async fn load(client: Arc<dyn Client>, oracle: Arc<dyn Oracle>) -> Result<Catalog> {
+        let cat = Catalog {
+            client,
+            oracle,
+            dbs: RwLock::new(BTreeMap::new()),
+            ranges: Mutex::new(BTreeMap::new()),
+            ddl: tokio::sync::Mutex::new(()),
+        };
+        let txn = cat.begin().await?;
+        let db_prefix = meta_key(&["db", ""]);
+        for (_, v) in txn.scan(&db_prefix, &prefix_end(&db_prefix), usize::MAX).await? {
+            let info: DatabaseInfo = from_json(&v)?;
+            cat.dbs.write().insert(lower(&info.name), Db { info, tables: BTreeMap::new() });
+        }
+        let tbl_prefix = meta_key(&["tbl", ""]);
+        for (_, v) in txn.scan(&tbl_prefix, &prefix_end(&tbl_prefix), usize::MAX).await? {
+            let t: TableInfo = from_json(&v)?;
+            if let Some(db) = cat.dbs.write().get_mut(&lower(&t.db)) {
+                db.tables.insert(lower(&t.name), Arc::new(t));
+            }
+        }
+        Ok(cat)
+    }
+
+    async fn begin(&self) -> Result<Transaction> {
+        Transaction::begin(self.client.clone(), self.oracle.clone(), ddl_txn_opts()).await
+    }
+
+    /// Takes the node's DDL lock (DDL statements run one at a time).
+    pub async fn ddl_lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.ddl.lock().await
+    }
+
+    /// Database names.
+    pub fn databases(&self) -> Vec<String> {
+        self.dbs.read().values().map(|d| d.info.name.clone()).collect()
+    }
+
+    /// Whether a database exists.
+    pub fn has_database(&self, name: &str) -> bool {
+        self.dbs.read().contains_key(&lower(name))
+    }
+
+    /// Tables of a database (None if the database does not exist).
+    pub fn tables(&self, db: &str) -> Option<Vec<Arc<TableInfo>>> {
+        self.dbs.read().get(&lower(db)).map(|d| d.tables.values().cloned().collect())
+    }
+
+    /// Looks up a table.
+    pub fn table(&self, db: &str, name: &str) -> Result<Arc<TableInfo>> {
+        let dbs = self.dbs.read();
+        let d = dbs.get(&lower(db)).ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{db}'")))?;
+        d.tables
+            .get(&lower(name))
+            .cloned()
+            .ok_or_else(|| Error::user(Code::NoSuchTable, format!("Table '{db}.{name}' doesn't exist")))
+    }
+
+    /// Looks up a table, None if missing.
+    pub fn try_table(&self, db: &str, name: &str) -> Option<Arc<TableInfo>> {
+        self.dbs.read().get(&lower(db)).and_then(|d| d.tables.get(&lower(name)).cloned())
+    }
+
+    /// Creates a database.
+    pub async fn create_database(&self, name: &str) -> Result<()> {
+        let mut txn = self.begin().await?;
+        txn.put(meta_key(&["db", &lower(name)]), json(&DatabaseInfo { name: name.to_string() })?);
+        txn.commit().await?;
+        self.dbs.write().insert(lower(name), Db { info: DatabaseInfo { name: name.to_string() }, tables: BTreeMap::new() });
+        Ok(())
+    }
+
+    /// Drops a database and its tables' metadata; returns the dropped tables (whose data
+    /// the caller deletes).
+    pub async fn drop_database(&self, name: &str) -> Result<Vec<Arc<TableInfo>>> {
+        let tables = self.tables(name).unwrap_or_default();
+        let mut txn = self.begin().await?;
+        txn.delete(meta_key(&["db", &lower(name)]));
+        for t in &tables {
+            txn.delete(meta_key(&["tbl", &lower(name), &lower(&t.name)]));
+        }
+        txn.commit().await?;
+        self.dbs.write().remove(&lower(name));
+        Ok(tables)
+    }
+
+    /// Allocates a new globally unique id (tables).
+    pub async fn new_id(&self) -> Result<i64> {
+        loop {
+            let mut txn = self.begin().await?;
+            let key = meta_key(&["next_id"]);
+            let cur = match txn.get(&key).await? {
+                Some(b) => i64::from_le_bytes(b.as_slice().try_into().map_err(|_| Error::internal("corrupt id counter"))?),
+                None => 100,
+            };
+            txn.put(key, (cur + 1).to_le_bytes().to_vec());
+            match txn.commit().await {
+                Ok(_) => return Ok(cur),
+                Err(e) if e.is_retryable() => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Stores a table's definition (create or alter) and updates the cache.
+    pub async fn put_table(&self, table: TableInfo) -> Result<()> {
+        let mut txn = self.begin().await?;
+        txn.put(meta_key(&["tbl", &lower(&table.db), &lower(&table.name)]), json(&table)?);
+        txn.commit().await?;
+        let mut dbs = self.dbs.write();
+        let db = dbs.get_mut(&lower(&table.db)).ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{}'", table.db)))?;
+        db.tables.insert(lower(&table.name), Arc::new(table));
+        Ok(())
+    }
+
+    /// Removes a table's definition.
+    pub async fn remove_table(&self, db: &str, name: &str) -> Result<()> {
+        let mut txn = self.begin().await?;
+        txn.delete(meta_key(&["tbl", &lower(db), &lower(name)]));
+        txn.commit().await?;
+        if let Some(d) = self.dbs.write().get_mut(&lower(db)) {
+            d.tables.remove(&lower(name));
+        }
+        Ok(())
+    }
+
+    /// The next AUTO_INCREMENT value (`row_id` = false) or hidden row id (true) of a table.
+    pub async fn next_auto_id(&self, table: i64, row_id: bool) -> Result<i64> {
+        {
+            let mut ranges = self.ranges.lock();
+            let r = ranges.entry((table, row_id)).or_default();
+            if r.next < r.end {
+                r.next += 1;
+                return Ok(r.next - 1);
+            }
+        }
+        let (start, end) = self.reserve(table, row_id, 0).await?;
+        let mut ranges = self.ranges.lock();
+        let r = ranges.entry((table, row_id)).or_default();
+        if r.next >= r.end || r.end < end {
+            r.next = start.max(r.next);
+            r.end = end;
+        }
+        r.next += 1;
+        Ok(r.next - 1)
+    }
+
+    /// Notes an explicitly inserted AUTO_INCREMENT value so later automatic values exceed it.
+    pub async fn rebase_auto_id(&self, table: i64, used: i64) -> Result<()> {
+        {
+            let mut ranges = self.ranges.lock();
+            let r = ranges.entry((table, false)).or_default();
+            if used < r.next {
+                return Ok(());
+            }
+            if used < r.end {
+                r.next = used + 1;
+                return Ok(());
+            }
+        }
+        let (start, end) = self.reserve(table, false, used + 1).await?;
+        let mut ranges = self.ranges.lock();
+        let r = ranges.entry((table, false)).or_default();
+        r.next = start.max(used + 1);
+        r.end = end;
+        Ok(())
+    }
+
+    async fn reserve(&self, table: i64, row_id: bool, at_least: i64) -> Result<(i64, i64)> {
+        let key = meta_key(&[if row_id { "rowid" } else { "autoid" }, &table.to_string()]);
+        loop {
+            let mut txn = self.begin().await?;
+            let base = match txn.get(&key).await? {
+                Some(b) => i64::from_le_bytes(b.as_slice().try_into().map_err(|_| Error::internal("corrupt auto id"))?),
+                None => 1,
+            };
+            let start = base.max(at_least);
+            let end = start + ID_BATCH;
+            txn.put(key.clone(), end.to_le_bytes().to_vec());
+            match txn.commit().await {
+                Ok(_) => return Ok((start, end)),
+                Err(e) if e.is_retryable() => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Forgets cached id ranges of a table (TRUNCATE resets AUTO_INCREMENT).
+    pub async fn reset_auto_id(&self, table: i64) -> Result<()> {
+        self.ranges.lock().retain(|(t, _), _| *t != table);
+        let mut txn = self.begin().await?;
+        txn.delete(meta_key(&["autoid", &table.to_string()]));
+        txn.commit().await?;
+        Ok(())
+    }
+}
+
+/// The value a column takes when an INSERT does not give one.
+pub fn default_value(col: &ColumnInfo, now: &Value) -> Result<Value> {
+    match &col.default {
+        Some(DefaultValue::Null) | None if col.nullable => Ok(Value::Null),
+        Some(DefaultValue::Null) => Ok(Value::Null),
+        Some(DefaultValue::Text(t)) => col.ty.coerce(Value::str(t.clone()), &col.name),
+        Some(DefaultValue::CurrentTimestamp) => col.ty.coerce(now.clone(), &col.name),
+        None => Err(Error::user(Code::NoDefaultForField, format!("Field '{}' doesn't have a default value", col.name))),
+    }
+}

@@ -1,0 +1,538 @@
+//! DDL: databases, tables, indexes and columns.
+//!
+//! Limitation: index creation backfills existing rows in batched transactions while other
+//! sessions may write; rows written between batches by sessions that planned against the
+//! old schema can miss their index entry. The online schema change protocol (write-only
+//! and delete-only states, as in F1/TiDB) is still to come.
+
+use std::sync::Arc;
+
+use sqlparser::ast;
+use strata_codec::keys::{prefix_end, table_prefix};
+use strata_common::{Code, Error, Result, Value};
+use strata_kv::LockMode;
+use strata_txn::{Isolation, Transaction, TxnOptions};
+
+use crate::binder::split_name;
+use crate::catalog::{ColumnInfo, DefaultValue, IndexInfo, TableInfo};
+use crate::result::QueryResult;
+use crate::session::Engine;
+use crate::table::{decode_row, handle_from_row_key, index_entry, is_unique_entry};
+use crate::types::ColumnType;
+
+fn char_len(l: &Option<ast::CharacterLength>, default: u32) -> u32 {
+    match l {
+        Some(ast::CharacterLength::IntegerLength { length, .. }) => *length as u32,
+        Some(ast::CharacterLength::Max) => 65535,
+        None => default,
+    }
+}
+
+/// Maps a parsed data type to a column type.
+pub fn column_type(dt: &ast::DataType) -> Result<ColumnType> {
+    use ast::DataType as D;
+    let int = |bytes: u8, unsigned: bool| ColumnType::Int { bytes, unsigned };
+    Ok(match dt {
+        D::TinyInt(_) | D::Bool | D::Boolean => int(1, false),
+        D::TinyIntUnsigned(_) => int(1, true),
+        D::SmallInt(_) => int(2, false),
+        D::SmallIntUnsigned(_) => int(2, true),
+        D::MediumInt(_) => int(3, false),
+        D::MediumIntUnsigned(_) => int(3, true),
+        D::Int(_) | D::Integer(_) => int(4, false),
+        D::IntUnsigned(_) | D::IntegerUnsigned(_) => int(4, true),
+        D::BigInt(_) => int(8, false),
+        D::BigIntUnsigned(_) => int(8, true),
+        D::Decimal(info) | D::Numeric(info) | D::Dec(info) => {
+            let (p, s) = match info {
+                ast::ExactNumberInfo::None => (10, 0),
+                ast::ExactNumberInfo::Precision(p) => (*p, 0),
+                ast::ExactNumberInfo::PrecisionAndScale(p, s) => (*p, *s as u64),
+            };
+            if p > 65 {
+                return Err(Error::user(Code::TooBigPrecision, format!("Too-big precision {p} specified. Maximum is 65.")));
+            }
+            if s > 30 || s > p {
+                return Err(Error::user(Code::TooBigPrecision, format!("Too big scale {s} specified. Maximum is 30.")));
+            }
+            ColumnType::Decimal { precision: p as u8, scale: s as u8 }
+        }
+        D::Float(_) | D::Real | D::Float4 => ColumnType::Float,
+        D::Double(_) | D::DoublePrecision | D::Float8 | D::Float64 => ColumnType::Double,
+        D::Char(l) | D::Character(l) => ColumnType::Char(char_len(l, 1)),
+        D::Varchar(l) | D::CharacterVarying(l) | D::Nvarchar(l) => ColumnType::Varchar(char_len(l, 255)),
+        D::TinyText => ColumnType::Text(255),
+        D::Text => ColumnType::Text(65535),
+        D::MediumText => ColumnType::Text(16_777_215),
+        D::LongText => ColumnType::Text(u32::MAX),
+        D::TinyBlob => ColumnType::Blob(255),
+        D::Blob(_) => ColumnType::Blob(65535),
+        D::MediumBlob => ColumnType::Blob(16_777_215),
+        D::LongBlob => ColumnType::Blob(u32::MAX),
+        D::Binary(n) => ColumnType::Blob(n.unwrap_or(1) as u32),
+        D::Varbinary(n) => ColumnType::Blob(match n {
+            Some(ast::BinaryLength::IntegerLength { length }) => *length as u32,
+            _ => 65535,
+        }),
+        D::Date => ColumnType::Date,
+        D::Datetime(p) => ColumnType::DateTime(p.unwrap_or(0).min(6) as u8),
+        D::Timestamp(p, _) => ColumnType::Timestamp(p.unwrap_or(0).min(6) as u8),
+        D::Time(p, _) => ColumnType::Time(p.unwrap_or(0).min(6) as u8),
+        other => return Err(Error::unsupported(format!("column type {other}"))),
+    })
+}
+
+fn default_of(e: &ast::Expr) -> Result<DefaultValue> {
+    Ok(match e {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Null => DefaultValue::Null,
+            ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => DefaultValue::Text(s.clone()),
+            ast::Value::Number(n, _) => DefaultValue::Text(n.clone()),
+            ast::Value::Boolean(b) => DefaultValue::Text((*b as i64).to_string()),
+            other => return Err(Error::user(Code::InvalidDefault, format!("Invalid default value {other}"))),
+        },
+        ast::Expr::UnaryOp { op: ast::UnaryOperator::Minus, expr } => match default_of(expr)? {
+            DefaultValue::Text(t) => DefaultValue::Text(format!("-{t}")),
+            other => other,
+        },
+        ast::Expr::Function(f) if matches!(f.name.to_string().to_ascii_lowercase().as_str(), "current_timestamp" | "now" | "localtimestamp") => {
+            DefaultValue::CurrentTimestamp
+        }
+        ast::Expr::Identifier(i) if i.value.eq_ignore_ascii_case("current_timestamp") => DefaultValue::CurrentTimestamp,
+        other => return Err(Error::user(Code::InvalidDefault, format!("Invalid default value '{other}'"))),
+    })
+}
+
+fn index_columns(table_cols: &[ColumnInfo], cols: &[ast::IndexColumn], tname: &str) -> Result<Vec<usize>> {
+    cols.iter()
+        .map(|c| {
+            let name = match &c.column.expr {
+                ast::Expr::Identifier(i) => i.value.clone(),
+                ast::Expr::Function(f) => f.name.to_string(), // prefix index `col(10)` parses as a call
+                other => other.to_string(),
+            };
+            table_cols
+                .iter()
+                .position(|x| x.name.eq_ignore_ascii_case(&name))
+                .ok_or_else(|| Error::user(Code::KeyColumnDoesNotExist, format!("Key column '{name}' doesn't exist in table '{tname}'")))
+        })
+        .collect()
+}
+
+fn build_column(def: &ast::ColumnDef, id: u32, pk_cols: &mut Vec<String>, uniques: &mut Vec<(String, Vec<String>)>) -> Result<ColumnInfo> {
+    let ty = column_type(&def.data_type)?;
+    let mut col = ColumnInfo {
+        id,
+        name: def.name.value.clone(),
+        ty,
+        nullable: true,
+        default: None,
+        auto_increment: false,
+        on_update_now: false,
+    };
+    let mut explicit_null = false;
+    let opts: Vec<&ast::ColumnOption> = def.options.iter().map(|o| &o.option).collect();
+    for o in opts {
+        match o {
+            ast::ColumnOption::Null => explicit_null = true,
+            ast::ColumnOption::NotNull => col.nullable = false,
+            ast::ColumnOption::Default(e) => col.default = Some(default_of(e)?),
+            ast::ColumnOption::PrimaryKey(_) => {
+                pk_cols.push(col.name.clone());
+                col.nullable = false;
+            }
+            ast::ColumnOption::Unique(_) => uniques.push((col.name.clone(), vec![col.name.clone()])),
+            ast::ColumnOption::DialectSpecific(tokens) => {
+                if tokens.iter().any(|t| t.to_string().eq_ignore_ascii_case("AUTO_INCREMENT")) {
+                    col.auto_increment = true;
+                }
+            }
+            ast::ColumnOption::OnUpdate(_) => col.on_update_now = true,
+            ast::ColumnOption::Comment(_) | ast::ColumnOption::CharacterSet(_) | ast::ColumnOption::Collation(_) => {}
+            other => return Err(Error::unsupported(format!("column option {other}"))),
+        }
+    }
+    if explicit_null && !col.nullable {
+        return Err(Error::user(Code::Parse, format!("conflicting NULL/NOT NULL declarations for column '{}'", col.name)));
+    }
+    if let Some(DefaultValue::Text(t)) = &col.default {
+        col.ty.coerce(Value::str(t.clone()), &col.name).map_err(|_| Error::user(Code::InvalidDefault, format!("Invalid default value for '{}'", col.name)))?;
+    }
+    if col.default == Some(DefaultValue::Null) && !col.nullable {
+        return Err(Error::user(Code::InvalidDefault, format!("Invalid default value for '{}'", col.name)));
+    }
+    Ok(col)
+}
+
+fn name_of_index(name: &Option<ast::Ident>, cols: &[usize], columns: &[ColumnInfo], existing: &[IndexInfo]) -> String {
+    if let Some(n) = name {
+        return n.value.clone();
+    }
+    let base = cols.first().map(|c| columns[*c].name.clone()).unwrap_or_else(|| "idx".into());
+    let mut name = base.clone();
+    let mut k = 2;
+    while existing.iter().any(|i| i.name.eq_ignore_ascii_case(&name)) {
+        name = format!("{base}_{k}");
+        k += 1;
+    }
+    name
+}
+
+impl Engine {
+    fn db_or_current(&self, db: Option<String>, current: &Option<String>) -> Result<String> {
+        db.or_else(|| current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))
+    }
+
+    /// CREATE TABLE.
+    pub async fn create_table(&self, ct: &ast::CreateTable, current_db: &Option<String>) -> Result<QueryResult> {
+        let _g = self.catalog.ddl_lock().await;
+        let (db, name) = split_name(&ct.name)?;
+        let db = self.db_or_current(db, current_db)?;
+        if !self.catalog.has_database(&db) {
+            return Err(Error::user(Code::BadDb, format!("Unknown database '{db}'")));
+        }
+        if self.catalog.try_table(&db, &name).is_some() {
+            if ct.if_not_exists {
+                return Ok(QueryResult::ok_with_warning(0, Code::TableExists, format!("Table '{name}' already exists")));
+            }
+            return Err(Error::user(Code::TableExists, format!("Table '{name}' already exists")));
+        }
+        if ct.query.is_some() || ct.like.is_some() {
+            return Err(Error::unsupported("CREATE TABLE ... SELECT / LIKE"));
+        }
+        if ct.columns.is_empty() {
+            return Err(Error::user(Code::TableMustHaveColumns, "A table must have at least 1 column"));
+        }
+        let mut columns: Vec<ColumnInfo> = Vec::new();
+        let mut pk_names: Vec<String> = Vec::new();
+        let mut uniques: Vec<(String, Vec<String>)> = Vec::new();
+        for (i, def) in ct.columns.iter().enumerate() {
+            if columns.iter().any(|c| c.name.eq_ignore_ascii_case(&def.name.value)) {
+                return Err(Error::user(Code::DupFieldName, format!("Duplicate column name '{}'", def.name.value)));
+            }
+            columns.push(build_column(def, i as u32 + 1, &mut pk_names, &mut uniques)?);
+        }
+        let mut pk: Option<Vec<usize>> = None;
+        if !pk_names.is_empty() {
+            if pk_names.len() > 1 {
+                return Err(Error::user(Code::MultiplePriKey, "Multiple primary key defined"));
+            }
+            pk = Some(pk_names.iter().filter_map(|n| columns.iter().position(|c| c.name == *n)).collect());
+        }
+        let mut indexes: Vec<IndexInfo> = Vec::new();
+        let mut next_index_id = 1;
+        for c in &ct.constraints {
+            let (name, cols, unique) = match c {
+                ast::TableConstraint::PrimaryKey(p) => {
+                    if pk.is_some() {
+                        return Err(Error::user(Code::MultiplePriKey, "Multiple primary key defined"));
+                    }
+                    let cols = index_columns(&columns, &p.columns, &name)?;
+                    for &c in &cols {
+                        columns[c].nullable = false;
+                    }
+                    pk = Some(cols);
+                    continue;
+                }
+                ast::TableConstraint::Unique(u) => (u.name.clone().or(u.index_name.clone()), index_columns(&columns, &u.columns, &name)?, true),
+                ast::TableConstraint::Index(ix) => (ix.name.clone(), index_columns(&columns, &ix.columns, &name)?, false),
+                ast::TableConstraint::ForeignKey(_) | ast::TableConstraint::Check(_) => continue,
+                other => return Err(Error::unsupported(format!("constraint {other}"))),
+            };
+            let iname = name_of_index(&name, &cols, &columns, &indexes);
+            if indexes.iter().any(|i| i.name.eq_ignore_ascii_case(&iname)) {
+                return Err(Error::user(Code::DupKeyName, format!("Duplicate key name '{iname}'")));
+            }
+            indexes.push(IndexInfo { id: next_index_id, name: iname, columns: cols, unique });
+            next_index_id += 1;
+        }
+        for (cname, _) in uniques {
+            let c = columns.iter().position(|x| x.name == cname).ok_or_else(|| Error::internal("unique column vanished"))?;
+            let iname = name_of_index(&None, &[c], &columns, &indexes);
+            indexes.push(IndexInfo { id: next_index_id, name: iname, columns: vec![c], unique: true });
+            next_index_id += 1;
+        }
+        let autos: Vec<usize> = columns.iter().enumerate().filter(|(_, c)| c.auto_increment).map(|(i, _)| i).collect();
+        if autos.len() > 1 || autos.iter().any(|a| {
+            !pk.as_ref().is_some_and(|p| p.first() == Some(a)) && !indexes.iter().any(|i| i.columns.first() == Some(a))
+        }) {
+            return Err(Error::user(Code::WrongAutoKey, "Incorrect table definition; there can be only one auto column and it must be defined as a key"));
+        }
+        let id = self.catalog.new_id().await?;
+        let next_column_id = columns.len() as u32 + 1;
+        let info = TableInfo { id, db: db.clone(), name: name.clone(), columns, pk, indexes, next_column_id, next_index_id };
+        self.catalog.put_table(info).await?;
+        Ok(QueryResult::ok(0))
+    }
+
+    async fn delete_prefix(&self, prefix: Vec<u8>) -> Result<()> {
+        let end = prefix_end(&prefix);
+        loop {
+            let mut txn = self.begin_internal().await?;
+            let batch = txn.scan(&prefix, &end, 10_000).await?;
+            if batch.is_empty() {
+                return Ok(());
+            }
+            for (k, _) in batch {
+                txn.delete(k);
+            }
+            txn.commit().await?;
+        }
+    }
+
+    /// A transaction for internal work (DDL backfill and cleanup).
+    pub async fn begin_internal(&self) -> Result<Transaction> {
+        Transaction::begin(
+            self.client.clone(),
+            self.oracle.clone(),
+            TxnOptions { mode: LockMode::Optimistic, isolation: Isolation::RepeatableRead, lock_wait_timeout_ms: 50_000 },
+        )
+        .await
+    }
+
+    /// DROP TABLE.
+    pub async fn drop_tables(&self, names: &[ast::ObjectName], if_exists: bool, current_db: &Option<String>) -> Result<QueryResult> {
+        let _g = self.catalog.ddl_lock().await;
+        let mut missing = Vec::new();
+        let mut tables = Vec::new();
+        for n in names {
+            let (db, t) = split_name(n)?;
+            let db = self.db_or_current(db, current_db)?;
+            match self.catalog.try_table(&db, &t) {
+                Some(info) => tables.push(info),
+                None => missing.push(format!("{db}.{t}")),
+            }
+        }
+        if !missing.is_empty() && !if_exists {
+            return Err(Error::user(Code::BadTable, format!("Unknown table '{}'", missing.join(","))));
+        }
+        for t in tables {
+            self.catalog.remove_table(&t.db, &t.name).await?;
+            self.delete_prefix(table_prefix(t.table_id())).await?;
+        }
+        if missing.is_empty() {
+            Ok(QueryResult::ok(0))
+        } else {
+            Ok(QueryResult::ok_with_warning(0, Code::BadTable, format!("Unknown table '{}'", missing.join(","))))
+        }
+    }
+
+    /// TRUNCATE TABLE: the table gets a new id (so the old rows vanish at once) and the old
+    /// rows are deleted.
+    pub async fn truncate(&self, name: &ast::ObjectName, current_db: &Option<String>) -> Result<QueryResult> {
+        let _g = self.catalog.ddl_lock().await;
+        let (db, t) = split_name(name)?;
+        let db = self.db_or_current(db, current_db)?;
+        let info = self.catalog.table(&db, &t)?;
+        let mut fresh = (*info).clone();
+        fresh.id = self.catalog.new_id().await?;
+        self.catalog.put_table(fresh).await?;
+        self.catalog.reset_auto_id(info.id).await?;
+        self.delete_prefix(table_prefix(info.table_id())).await?;
+        Ok(QueryResult::ok(0))
+    }
+
+    /// Adds an index and backfills it from the existing rows.
+    pub async fn add_index(&self, table: Arc<TableInfo>, name: Option<String>, cols: Vec<usize>, unique: bool, if_not_exists: bool) -> Result<QueryResult> {
+        let iname = name_of_index(&name.map(ast::Ident::new), &cols, &table.columns, &table.indexes);
+        if table.index(&iname).is_some() {
+            if if_not_exists {
+                return Ok(QueryResult::ok_with_warning(0, Code::DupKeyName, format!("Duplicate key name '{iname}'")));
+            }
+            return Err(Error::user(Code::DupKeyName, format!("Duplicate key name '{iname}'")));
+        }
+        let index = IndexInfo { id: table.next_index_id, name: iname, columns: cols, unique };
+        // Backfill in batches, then publish the index.
+        let prefix = strata_codec::keys::row_prefix(table.table_id());
+        let end = prefix_end(&prefix);
+        let mut start = prefix.clone();
+        loop {
+            let mut txn = self.begin_internal().await?;
+            let batch = txn.scan(&start, &end, 2_000).await?;
+            if batch.is_empty() {
+                break;
+            }
+            for (k, v) in &batch {
+                let (row, _) = decode_row(&table, v)?;
+                let handle = handle_from_row_key(&table, k).to_vec();
+                let (ik, iv) = index_entry(&table, &index, &row, &handle);
+                if is_unique_entry(&index, &row) && txn.get(&ik).await?.is_some() {
+                    let vals: Vec<String> = index.columns.iter().map(|c| row[*c].to_display()).collect();
+                    return Err(Error::user(Code::DupEntry, format!("Duplicate entry '{}' for key '{}.{}'", vals.join("-"), table.name, index.name)));
+                }
+                txn.put(ik, iv);
+            }
+            let last = batch.last().map(|(k, _)| k.clone()).unwrap_or_default();
+            txn.commit().await?;
+            start = last;
+            start.push(0);
+        }
+        let mut t = (*table).clone();
+        t.indexes.push(index);
+        t.next_index_id += 1;
+        self.catalog.put_table(t).await?;
+        Ok(QueryResult::ok(0))
+    }
+
+    /// CREATE INDEX.
+    pub async fn create_index(&self, ci: &ast::CreateIndex, current_db: &Option<String>) -> Result<QueryResult> {
+        let _g = self.catalog.ddl_lock().await;
+        let (db, t) = split_name(&ci.table_name)?;
+        let db = self.db_or_current(db, current_db)?;
+        let table = self.catalog.table(&db, &t)?;
+        let cols = index_columns(&table.columns, &ci.columns, &t)?;
+        let name = ci.name.as_ref().map(|n| split_name(n).map(|x| x.1)).transpose()?;
+        self.add_index(table, name, cols, ci.unique, ci.if_not_exists).await
+    }
+
+    /// Removes an index and its entries.
+    pub async fn drop_index(&self, table: Arc<TableInfo>, name: &str) -> Result<QueryResult> {
+        let Some(index) = table.index(name).cloned() else {
+            return Err(Error::user(Code::CantDropFieldOrKey, format!("Can't DROP '{name}'; check that column/key exists")));
+        };
+        let mut t = (*table).clone();
+        t.indexes.retain(|i| i.id != index.id);
+        self.catalog.put_table(t).await?;
+        self.delete_prefix(strata_codec::keys::index_prefix(table.table_id(), TableInfo::index_id(&index))).await?;
+        Ok(QueryResult::ok(0))
+    }
+
+    /// ALTER TABLE.
+    pub async fn alter_table(&self, at: &ast::AlterTable, current_db: &Option<String>) -> Result<QueryResult> {
+        let _g = self.catalog.ddl_lock().await;
+        let (db, t) = split_name(&at.name)?;
+        let db = self.db_or_current(db, current_db)?;
+        for op in &at.operations {
+            let table = self.catalog.table(&db, &t)?;
+            match op {
+                ast::AlterTableOperation::AddColumn { column_def, if_not_exists, .. } => {
+                    if table.column_index(&column_def.name.value).is_some() {
+                        if *if_not_exists {
+                            continue;
+                        }
+                        return Err(Error::user(Code::DupFieldName, format!("Duplicate column name '{}'", column_def.name.value)));
+                    }
+                    let mut pk = Vec::new();
+                    let mut uniques = Vec::new();
+                    let col = build_column(column_def, table.next_column_id, &mut pk, &mut uniques)?;
+                    if !pk.is_empty() || !uniques.is_empty() || col.auto_increment {
+                        return Err(Error::unsupported("ADD COLUMN with a key or AUTO_INCREMENT"));
+                    }
+                    if !col.nullable && col.default.is_none() {
+                        // MySQL fills existing rows with the type's zero value; we record it as the default.
+                    }
+                    let mut nt = (*table).clone();
+                    let mut col = col;
+                    if !col.nullable && col.default.is_none() {
+                        col.default = Some(DefaultValue::Text(zero_text(&col.ty)));
+                    }
+                    nt.columns.push(col);
+                    nt.next_column_id += 1;
+                    self.catalog.put_table(nt).await?;
+                }
+                ast::AlterTableOperation::DropColumn { column_names, if_exists, .. } => {
+                    let mut nt = (*table).clone();
+                    for cn in column_names {
+                        let Some(ci) = nt.column_index(&cn.value) else {
+                            if *if_exists {
+                                continue;
+                            }
+                            return Err(Error::user(Code::CantDropFieldOrKey, format!("Can't DROP '{}'; check that column/key exists", cn.value)));
+                        };
+                        if nt.pk.as_ref().is_some_and(|p| p.contains(&ci)) {
+                            return Err(Error::unsupported("dropping a primary key column"));
+                        }
+                        if nt.columns.len() == 1 {
+                            return Err(Error::user(Code::CantDropFieldOrKey, "You can't delete all columns with ALTER TABLE; use DROP TABLE instead"));
+                        }
+                        // Indexes on the column go with it; offsets above it shift down.
+                        let dropped: Vec<IndexInfo> = nt.indexes.iter().filter(|i| i.columns.contains(&ci)).cloned().collect();
+                        nt.indexes.retain(|i| !i.columns.contains(&ci));
+                        for i in &mut nt.indexes {
+                            for c in &mut i.columns {
+                                if *c > ci {
+                                    *c -= 1;
+                                }
+                            }
+                        }
+                        if let Some(p) = &mut nt.pk {
+                            for c in p.iter_mut() {
+                                if *c > ci {
+                                    *c -= 1;
+                                }
+                            }
+                        }
+                        nt.columns.remove(ci);
+                        for d in dropped {
+                            self.delete_prefix(strata_codec::keys::index_prefix(table.table_id(), TableInfo::index_id(&d))).await?;
+                        }
+                    }
+                    self.catalog.put_table(nt).await?;
+                }
+                ast::AlterTableOperation::AddConstraint { constraint, .. } => {
+                    let (name, cols, unique) = match constraint {
+                        ast::TableConstraint::Unique(u) => (u.name.clone().or(u.index_name.clone()), &u.columns, true),
+                        ast::TableConstraint::Index(ix) => (ix.name.clone(), &ix.columns, false),
+                        other => return Err(Error::unsupported(format!("ALTER TABLE ADD {other}"))),
+                    };
+                    let cols = index_columns(&table.columns, cols, &t)?;
+                    self.add_index(table, name.map(|n| n.value), cols, unique, false).await?;
+                }
+                ast::AlterTableOperation::DropIndex { name, .. } => {
+                    self.drop_index(table, &name.value).await?;
+                }
+                other => return Err(Error::unsupported(format!("ALTER TABLE {other}"))),
+            }
+        }
+        Ok(QueryResult::ok(0))
+    }
+
+    /// DROP INDEX name ON table.
+    pub async fn drop_index_stmt(&self, index: &str, table: &ast::ObjectName, current_db: &Option<String>) -> Result<QueryResult> {
+        let _g = self.catalog.ddl_lock().await;
+        let (db, t) = split_name(table)?;
+        let db = self.db_or_current(db, current_db)?;
+        let table = self.catalog.table(&db, &t)?;
+        self.drop_index(table, index).await
+    }
+
+    /// CREATE DATABASE.
+    pub async fn create_database(&self, name: &str, if_not_exists: bool) -> Result<QueryResult> {
+        let _g = self.catalog.ddl_lock().await;
+        if self.catalog.has_database(name) {
+            if if_not_exists {
+                return Ok(QueryResult::ok_with_warning(0, Code::DbCreateExists, format!("Can't create database '{name}'; database exists")));
+            }
+            return Err(Error::user(Code::DbCreateExists, format!("Can't create database '{name}'; database exists")));
+        }
+        self.catalog.create_database(name).await?;
+        Ok(QueryResult::ok(1))
+    }
+
+    /// DROP DATABASE.
+    pub async fn drop_database(&self, name: &str, if_exists: bool) -> Result<QueryResult> {
+        let _g = self.catalog.ddl_lock().await;
+        if !self.catalog.has_database(name) {
+            if if_exists {
+                return Ok(QueryResult::ok_with_warning(0, Code::DbDropExists, format!("Can't drop database '{name}'; database doesn't exist")));
+            }
+            return Err(Error::user(Code::DbDropExists, format!("Can't drop database '{name}'; database doesn't exist")));
+        }
+        let tables = self.catalog.drop_database(name).await?;
+        let n = tables.len();
+        for t in tables {
+            self.delete_prefix(table_prefix(t.table_id())).await?;
+        }
+        Ok(QueryResult::ok(n as u64))
+    }
+}
+
+fn zero_text(ty: &ColumnType) -> String {
+    match ty {
+        ColumnType::Date => "0000-00-00".into(),
+        ColumnType::DateTime(_) | ColumnType::Timestamp(_) => "0000-00-00 00:00:00".into(),
+        ColumnType::Time(_) => "00:00:00".into(),
+        t if t.is_string() => String::new(),
+        _ => "0".into(),
+    }
+}

@@ -1,0 +1,623 @@
+//! The executor: runs a `Plan` inside a transaction and returns its rows.
+//!
+//! Operators materialize their output (a `Vec` of rows). That keeps each operator a few
+//! lines and is fast for the OLTP statements this path serves; large analytical queries
+//! belong to the columnar engine, which streams Arrow batches.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use rust_decimal::Decimal;
+use strata_codec::keys::{prefix_end, row_prefix};
+use strata_codec::memcmp;
+use strata_common::{Code, Error, Result, Value};
+use strata_txn::Transaction;
+
+use crate::catalog::TableInfo;
+use crate::expr::{AggCall, AggFunc, EvalCtx, Expr, Row, SubqueryKind, SubqueryValue, SubqueryValues};
+use crate::plan::{Access, JoinKind, KeyRange, Plan, SubqueryPlan};
+use crate::table::{decode_row, handle_from_index_entry, index_value_prefix, pk_prefix, row_key};
+use crate::types::ColumnType;
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// State of one statement's execution.
+pub struct ExecCtx<'a> {
+    /// The transaction.
+    pub txn: &'a mut Transaction,
+    /// Prepared statement parameters.
+    pub params: &'a [Value],
+    /// The statement's subqueries.
+    pub subqueries: Arc<Vec<SubqueryPlan>>,
+    /// Enclosing rows (innermost last).
+    pub outer: Vec<Row>,
+    cache: HashMap<usize, SubqueryValue>,
+}
+
+/// A row read from a table with its key.
+pub struct TableRow {
+    /// The row key.
+    pub key: Vec<u8>,
+    /// The columns.
+    pub row: Row,
+    /// Hidden row id, for tables without a primary key.
+    pub row_id: Option<i64>,
+}
+
+impl<'a> ExecCtx<'a> {
+    /// A context for one statement.
+    pub fn new(txn: &'a mut Transaction, params: &'a [Value], subqueries: Arc<Vec<SubqueryPlan>>) -> ExecCtx<'a> {
+        ExecCtx { txn, params, subqueries, outer: Vec::new(), cache: HashMap::new() }
+    }
+
+    fn eval_ctx<'b>(&'b self, sub: &'b SubqueryValues) -> EvalCtx<'b> {
+        EvalCtx { params: self.params, outer: &self.outer, subqueries: sub }
+    }
+
+    /// Evaluates a row-independent expression.
+    pub fn eval_const(&self, e: &Expr) -> Result<Value> {
+        let empty = SubqueryValues::default();
+        e.eval(&[], &self.eval_ctx(&empty))
+    }
+
+    /// Computes the subqueries `ids` for `row`.
+    pub async fn subqueries_for(&mut self, ids: &[usize], row: &Row) -> Result<SubqueryValues> {
+        let mut out = SubqueryValues { values: vec![None; self.subqueries.len()] };
+        for &id in ids {
+            if let Some(v) = self.cache.get(&id) {
+                out.values[id] = Some(v.clone());
+                continue;
+            }
+            let sq = self.subqueries.clone();
+            let sq = sq.get(id).ok_or_else(|| Error::internal("unknown subquery"))?;
+            self.outer.push(row.clone());
+            let rows = execute(&sq.plan, self).await;
+            self.outer.pop();
+            let rows = rows?;
+            let v = match sq.kind {
+                SubqueryKind::Scalar => {
+                    if rows.len() > 1 {
+                        return Err(Error::user(Code::SubqueryNo1Row, "Subquery returns more than 1 row"));
+                    }
+                    SubqueryValue::Scalar(rows.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null))
+                }
+                SubqueryKind::Exists => SubqueryValue::Exists(!rows.is_empty()),
+                SubqueryKind::Rows => SubqueryValue::Rows(rows),
+            };
+            if !sq.correlated {
+                self.cache.insert(id, v.clone());
+            }
+            out.values[id] = Some(v);
+        }
+        Ok(out)
+    }
+
+    /// Evaluates `e` on `row`, running its subqueries first.
+    pub async fn eval(&mut self, e: &Expr, row: &Row) -> Result<Value> {
+        let ids = e.subquery_ids();
+        let sub = if ids.is_empty() { SubqueryValues::default() } else { self.subqueries_for(&ids, row).await? };
+        e.eval(row, &self.eval_ctx(&sub))
+    }
+}
+
+/// Runs a plan.
+pub fn execute<'a, 'c>(plan: &'a Plan, ctx: &'a mut ExecCtx<'c>) -> BoxFuture<'a, Result<Vec<Row>>>
+where
+    'c: 'a,
+{
+    Box::pin(async move {
+        Ok(match plan {
+            Plan::Dual => vec![Vec::new()],
+            Plan::Values(rows) => {
+                let mut out = Vec::with_capacity(rows.len());
+                for r in rows {
+                    let mut vals = Vec::with_capacity(r.len());
+                    for e in r {
+                        vals.push(ctx.eval(e, &Vec::new()).await?);
+                    }
+                    out.push(vals);
+                }
+                out
+            }
+            Plan::Scan { table, access, filter, lock } => {
+                scan(ctx, table, access, filter.as_ref(), *lock).await?.into_iter().map(|r| r.row).collect()
+            }
+            Plan::Filter { input, pred } => {
+                let rows = execute(input, ctx).await?;
+                let ids = pred.subquery_ids();
+                let mut out = Vec::with_capacity(rows.len());
+                for r in rows {
+                    let keep = if ids.is_empty() {
+                        let empty = SubqueryValues::default();
+                        pred.eval_pred(&r, &ctx.eval_ctx(&empty))?
+                    } else {
+                        let sub = ctx.subqueries_for(&ids, &r).await?;
+                        pred.eval_pred(&r, &ctx.eval_ctx(&sub))?
+                    };
+                    if keep {
+                        out.push(r);
+                    }
+                }
+                out
+            }
+            Plan::Project { input, exprs } => {
+                let rows = execute(input, ctx).await?;
+                let ids: Vec<usize> = exprs.iter().flat_map(|e| e.subquery_ids()).collect();
+                let mut out = Vec::with_capacity(rows.len());
+                for r in rows {
+                    let sub = if ids.is_empty() { SubqueryValues::default() } else { ctx.subqueries_for(&ids, &r).await? };
+                    let ec = ctx.eval_ctx(&sub);
+                    out.push(exprs.iter().map(|e| e.eval(&r, &ec)).collect::<Result<Vec<_>>>()?);
+                }
+                out
+            }
+            Plan::Join { left, right, kind, on, right_width, correlated } => {
+                let lrows = execute(left, ctx).await?;
+                let static_right = if *correlated { None } else { Some(execute(right, ctx).await?) };
+                let mut out = Vec::new();
+                for l in lrows {
+                    let rrows = match &static_right {
+                        Some(r) => r.clone(),
+                        None => {
+                            ctx.outer.push(l.clone());
+                            let r = execute(right, ctx).await;
+                            ctx.outer.pop();
+                            r?
+                        }
+                    };
+                    let mut matched = false;
+                    for r in rrows {
+                        let mut joined = l.clone();
+                        joined.extend(r);
+                        let ok = match on {
+                            Some(p) => ctx.eval(p, &joined).await?.as_bool() == Some(true),
+                            None => true,
+                        };
+                        if ok {
+                            matched = true;
+                            out.push(joined);
+                        }
+                    }
+                    if !matched && *kind == JoinKind::Left {
+                        let mut joined = l;
+                        joined.extend(std::iter::repeat_n(Value::Null, *right_width));
+                        out.push(joined);
+                    }
+                }
+                out
+            }
+            Plan::HashJoin { left, right, left_keys, right_keys, kind, on, right_width } => {
+                let rrows = execute(right, ctx).await?;
+                let mut table: HashMap<Vec<u8>, Vec<Row>> = HashMap::new();
+                for r in rrows {
+                    let mut key = Vec::new();
+                    let mut null = false;
+                    for k in right_keys {
+                        let v = ctx.eval(k, &r).await?;
+                        null |= v.is_null();
+                        memcmp::encode_value(&mut key, &normalize_join_key(&v));
+                    }
+                    if !null {
+                        table.entry(key).or_default().push(r);
+                    }
+                }
+                let lrows = execute(left, ctx).await?;
+                let mut out = Vec::new();
+                for l in lrows {
+                    let mut key = Vec::new();
+                    let mut null = false;
+                    for k in left_keys {
+                        let v = ctx.eval(k, &l).await?;
+                        null |= v.is_null();
+                        memcmp::encode_value(&mut key, &normalize_join_key(&v));
+                    }
+                    let mut matched = false;
+                    if !null {
+                        if let Some(rs) = table.get(&key) {
+                            for r in rs {
+                                let mut joined = l.clone();
+                                joined.extend(r.iter().cloned());
+                                let ok = match on {
+                                    Some(p) => ctx.eval(p, &joined).await?.as_bool() == Some(true),
+                                    None => true,
+                                };
+                                if ok {
+                                    matched = true;
+                                    out.push(joined);
+                                }
+                            }
+                        }
+                    }
+                    if !matched && *kind == JoinKind::Left {
+                        let mut joined = l;
+                        joined.extend(std::iter::repeat_n(Value::Null, *right_width));
+                        out.push(joined);
+                    }
+                }
+                out
+            }
+            Plan::Aggregate { input, group, aggs } => {
+                let rows = execute(input, ctx).await?;
+                aggregate(ctx, rows, group, aggs).await?
+            }
+            Plan::Sort { input, keys } => {
+                let rows = execute(input, ctx).await?;
+                let mut keyed = Vec::with_capacity(rows.len());
+                for r in rows {
+                    let mut k = Vec::with_capacity(keys.len());
+                    for (e, _) in keys {
+                        k.push(ctx.eval(e, &r).await?);
+                    }
+                    keyed.push((k, r));
+                }
+                keyed.sort_by(|a, b| {
+                    for (i, (_, desc)) in keys.iter().enumerate() {
+                        let o = a.0[i].sort_cmp(&b.0[i]);
+                        let o = if *desc { o.reverse() } else { o };
+                        if o != std::cmp::Ordering::Equal {
+                            return o;
+                        }
+                    }
+                    std::cmp::Ordering::Equal
+                });
+                keyed.into_iter().map(|(_, r)| r).collect()
+            }
+            Plan::Limit { input, limit, offset } => {
+                let rows = execute(input, ctx).await?;
+                let count = |e: &Option<Expr>, ctx: &ExecCtx| -> Result<Option<usize>> {
+                    match e {
+                        None => Ok(None),
+                        Some(e) => match ctx.eval_const(e)? {
+                            Value::Null => Ok(None),
+                            v => Ok(Some(v.as_i64().unwrap_or(0).max(0) as usize)),
+                        },
+                    }
+                };
+                let off = count(offset, ctx)?.unwrap_or(0);
+                let lim = count(limit, ctx)?.unwrap_or(usize::MAX);
+                rows.into_iter().skip(off).take(lim).collect()
+            }
+            Plan::Distinct { input } => dedup(execute(input, ctx).await?),
+            Plan::Union { inputs, all } => {
+                let mut out = Vec::new();
+                for i in inputs {
+                    out.extend(execute(i, ctx).await?);
+                }
+                if *all {
+                    out
+                } else {
+                    dedup(out)
+                }
+            }
+            Plan::Truncate { input, width } => {
+                let mut rows = execute(input, ctx).await?;
+                for r in &mut rows {
+                    r.truncate(*width);
+                }
+                rows
+            }
+        })
+    })
+}
+
+fn normalize_join_key(v: &Value) -> Value {
+    // Join keys compare by value across integer/decimal kinds.
+    match v {
+        Value::UInt(u) if *u <= i64::MAX as u64 => Value::Int(*u as i64),
+        Value::Decimal(d) if d.fract().is_zero() => match i64::try_from(d.trunc().mantissa() / 10i128.pow(d.scale())) {
+            Ok(i) => Value::Int(i),
+            Err(_) => Value::Decimal(d.normalize()),
+        },
+        Value::Decimal(d) => Value::Decimal(d.normalize()),
+        Value::Bytes(_) => crate::table::key_value(v),
+        other => other.clone(),
+    }
+}
+
+fn dedup(rows: Vec<Row>) -> Vec<Row> {
+    let mut seen = HashSet::new();
+    rows.into_iter()
+        .filter(|r| {
+            let mut k = Vec::new();
+            for v in r {
+                memcmp::encode_value(&mut k, &normalize_join_key(v));
+            }
+            seen.insert(k)
+        })
+        .collect()
+}
+
+enum Acc {
+    Count(i64),
+    Sum(Option<Value>),
+    Avg(Option<Value>, i64),
+    Min(Option<Value>),
+    Max(Option<Value>),
+    First(Option<Value>),
+    Concat(Option<Vec<u8>>),
+}
+
+fn new_acc(f: AggFunc) -> Acc {
+    match f {
+        AggFunc::CountStar | AggFunc::Count => Acc::Count(0),
+        AggFunc::Sum => Acc::Sum(None),
+        AggFunc::Avg => Acc::Avg(None, 0),
+        AggFunc::Min => Acc::Min(None),
+        AggFunc::Max => Acc::Max(None),
+        AggFunc::First => Acc::First(None),
+        AggFunc::GroupConcat => Acc::Concat(None),
+    }
+}
+
+fn add_values(a: Option<Value>, v: &Value) -> Result<Option<Value>> {
+    let v = match v {
+        Value::Int(_) | Value::UInt(_) => Value::Decimal(v.as_decimal().unwrap_or_default()),
+        Value::Decimal(_) | Value::Double(_) => v.clone(),
+        other => Value::Double(other.as_f64().unwrap_or(0.0)),
+    };
+    Ok(Some(match a {
+        None => v,
+        Some(acc) => crate::expr::binary(crate::expr::BinOp::Add, acc, v)?,
+    }))
+}
+
+async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Vec<Row>, group: &[Expr], aggs: &[AggCall]) -> Result<Vec<Row>> {
+    let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut groups: Vec<(Row, Vec<Acc>, Vec<HashSet<Vec<u8>>>)> = Vec::new();
+    for r in &rows {
+        let mut gvals = Vec::with_capacity(group.len());
+        let mut key = Vec::new();
+        for g in group {
+            let v = ctx.eval(g, r).await?;
+            memcmp::encode_value(&mut key, &normalize_join_key(&v));
+            gvals.push(v);
+        }
+        let gi = match index.get(&key) {
+            Some(i) => *i,
+            None => {
+                groups.push((gvals, aggs.iter().map(|a| new_acc(a.func)).collect(), aggs.iter().map(|_| HashSet::new()).collect()));
+                index.insert(key, groups.len() - 1);
+                groups.len() - 1
+            }
+        };
+        for (ai, call) in aggs.iter().enumerate() {
+            let mut args = Vec::with_capacity(call.args.len());
+            for a in &call.args {
+                args.push(ctx.eval(a, r).await?);
+            }
+            if call.func != AggFunc::CountStar && call.func != AggFunc::First && args.iter().any(|v| v.is_null()) {
+                continue;
+            }
+            if call.distinct {
+                let mut k = Vec::new();
+                for v in &args {
+                    memcmp::encode_value(&mut k, &normalize_join_key(v));
+                }
+                if !groups[gi].2[ai].insert(k) {
+                    continue;
+                }
+            }
+            let v = args.into_iter().next().unwrap_or(Value::Null);
+            let acc = &mut groups[gi].1[ai];
+            match acc {
+                Acc::Count(n) => *n += 1,
+                Acc::Sum(s) => *s = add_values(s.take(), &v)?,
+                Acc::Avg(s, n) => {
+                    *s = add_values(s.take(), &v)?;
+                    *n += 1;
+                }
+                Acc::Min(m) => {
+                    if m.as_ref().is_none_or(|cur| v.sort_cmp(cur) == std::cmp::Ordering::Less) {
+                        *m = Some(v);
+                    }
+                }
+                Acc::Max(m) => {
+                    if m.as_ref().is_none_or(|cur| v.sort_cmp(cur) == std::cmp::Ordering::Greater) {
+                        *m = Some(v);
+                    }
+                }
+                Acc::First(f) => {
+                    if f.is_none() {
+                        *f = Some(v);
+                    }
+                }
+                Acc::Concat(c) => {
+                    let t = v.to_text().unwrap_or_default();
+                    match c {
+                        Some(buf) => {
+                            buf.push(b',');
+                            buf.extend(t);
+                        }
+                        None => *c = Some(t),
+                    }
+                }
+            }
+        }
+    }
+    if groups.is_empty() && group.is_empty() {
+        groups.push((Vec::new(), aggs.iter().map(|a| new_acc(a.func)).collect(), Vec::new()));
+    }
+    let mut out = Vec::with_capacity(groups.len());
+    for (gvals, accs, _) in groups {
+        let mut row = gvals;
+        for acc in accs {
+            row.push(match acc {
+                Acc::Count(n) => Value::Int(n),
+                Acc::Sum(s) => s.unwrap_or(Value::Null),
+                Acc::Avg(None, _) => Value::Null,
+                Acc::Avg(Some(s), n) => match s {
+                    Value::Decimal(d) => {
+                        let q = d / Decimal::from(n);
+                        Value::Decimal(q.round_dp_with_strategy(d.scale() + 4, rust_decimal::RoundingStrategy::MidpointAwayFromZero))
+                    }
+                    other => Value::Double(other.as_f64().unwrap_or(0.0) / n as f64),
+                },
+                Acc::Min(m) | Acc::Max(m) | Acc::First(m) => m.unwrap_or(Value::Null),
+                Acc::Concat(c) => c.map(Value::Bytes).unwrap_or(Value::Null),
+            });
+        }
+        out.push(row);
+    }
+    Ok(out)
+}
+
+/// Converts a lookup value to a key column's type: `(value, exact)`, or None when no row can
+/// match (NULL, or not representable). Inexact conversions make range bounds inclusive.
+fn key_coerce(ty: &ColumnType, v: Value) -> Option<(Value, bool)> {
+    if v.is_null() {
+        return None;
+    }
+    let original = v.clone();
+    match ty.coerce(v, "") {
+        Ok(c) => {
+            let exact = c.sql_cmp(&original) == Some(std::cmp::Ordering::Equal);
+            Some((c, exact))
+        }
+        Err(_) => match (ty, &original) {
+            (ColumnType::Int { .. } | ColumnType::Decimal { .. }, Value::Bytes(_)) => None,
+            (t, Value::Bytes(_)) if t.is_string() => Some((original, true)),
+            _ => None,
+        },
+    }
+}
+
+fn range_bounds(ctx: &ExecCtx, prefix: Vec<u8>, range: &KeyRange, next_col: Option<&ColumnType>) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    let mut start = prefix.clone();
+    let mut end = prefix_end(&prefix);
+    if let (Some((e, incl)), Some(ty)) = (&range.lower, next_col) {
+        match key_coerce(ty, ctx.eval_const(e)?) {
+            None => return Ok(None),
+            Some((v, exact)) => {
+                let mut k = prefix.clone();
+                memcmp::encode_value(&mut k, &crate::table::key_value(&v));
+                start = if *incl || !exact { k } else { prefix_end(&k) };
+            }
+        }
+    } else {
+        // Skip NULLs, which no range predicate matches... only when a bound exists; with no
+        // bound at all every entry of the prefix is wanted.
+    }
+    if let (Some((e, incl)), Some(ty)) = (&range.upper, next_col) {
+        match key_coerce(ty, ctx.eval_const(e)?) {
+            None => return Ok(None),
+            Some((v, exact)) => {
+                let mut k = prefix.clone();
+                memcmp::encode_value(&mut k, &crate::table::key_value(&v));
+                end = if *incl || !exact { prefix_end(&k) } else { k };
+            }
+        }
+    }
+    Ok(Some((start, end)))
+}
+
+fn eq_values(ctx: &ExecCtx, exprs: &[Expr], cols: &[usize], table: &TableInfo) -> Result<Option<Vec<Value>>> {
+    let mut vals = Vec::with_capacity(exprs.len());
+    for (e, &c) in exprs.iter().zip(cols) {
+        match key_coerce(&table.columns[c].ty, ctx.eval_const(e)?) {
+            Some((v, true)) => vals.push(v),
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(vals))
+}
+
+/// Reads rows of a table through an access path, applying `filter`. With `lock`, the rows
+/// returned are locked and read at their latest committed version (current read).
+pub async fn scan(ctx: &mut ExecCtx<'_>, table: &Arc<TableInfo>, access: &Access, filter: Option<&Expr>, lock: bool) -> Result<Vec<TableRow>> {
+    let mut candidates: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+    let mut point = false;
+    match access {
+        Access::Points(points) => {
+            let pk = table.pk.clone().unwrap_or_default();
+            let mut seen = HashSet::new();
+            for p in points {
+                if let Some(vals) = eq_values(ctx, p, &pk, table)? {
+                    let k = row_key(table, &{
+                        let mut h = Vec::new();
+                        for v in &vals {
+                            memcmp::encode_value(&mut h, &crate::table::key_value(v));
+                        }
+                        h
+                    });
+                    if seen.insert(k.clone()) {
+                        candidates.push((k, None));
+                    }
+                }
+            }
+            point = true;
+        }
+        Access::Full => {
+            let p = row_prefix(table.table_id());
+            for (k, v) in ctx.txn.scan(&p, &prefix_end(&p), usize::MAX).await? {
+                candidates.push((k, Some(v)));
+            }
+        }
+        Access::PkRange(r) => {
+            let pk = table.pk.clone().unwrap_or_default();
+            let Some(vals) = eq_values(ctx, &r.eq, &pk, table)? else { return Ok(Vec::new()) };
+            let next = pk.get(r.eq.len()).map(|c| &table.columns[*c].ty);
+            let Some((start, end)) = range_bounds(ctx, pk_prefix(table, &vals), r, next)? else { return Ok(Vec::new()) };
+            for (k, v) in ctx.txn.scan(&start, &end, usize::MAX).await? {
+                candidates.push((k, Some(v)));
+            }
+        }
+        Access::Index(i, r) => {
+            let index = &table.indexes[*i];
+            let Some(vals) = eq_values(ctx, &r.eq, &index.columns, table)? else { return Ok(Vec::new()) };
+            let next = index.columns.get(r.eq.len()).map(|c| &table.columns[*c].ty);
+            let base = index_value_prefix(table, index, &[]);
+            let Some((start, end)) = range_bounds(ctx, index_value_prefix(table, index, &vals), r, next)? else { return Ok(Vec::new()) };
+            for (k, v) in ctx.txn.scan(&start, &end, usize::MAX).await? {
+                let handle = handle_from_index_entry(index, base.len(), &k, &v)?;
+                candidates.push((row_key(table, &handle), None));
+            }
+            point = true;
+        }
+    }
+    // Fetch values the access path did not return.
+    if point && !lock {
+        let keys: Vec<Vec<u8>> = candidates.iter().map(|c| c.0.clone()).collect();
+        let vals = ctx.txn.batch_get(&keys).await?;
+        candidates = keys.into_iter().zip(vals).filter(|(_, v)| v.is_some()).collect();
+    }
+    let empty = SubqueryValues::default();
+    let mut out = Vec::with_capacity(candidates.len());
+    if lock {
+        // Current read: lock the candidates (those matching on the snapshot, when we have
+        // it) and re-check the filter on their latest versions.
+        let mut keys = Vec::with_capacity(candidates.len());
+        for (k, v) in &candidates {
+            match v {
+                Some(bytes) => {
+                    let (row, _) = decode_row(table, bytes)?;
+                    if filter.map_or(Ok(true), |f| f.eval_pred(&row, &ctx.eval_ctx(&empty)))? {
+                        keys.push(k.clone());
+                    }
+                }
+                None => keys.push(k.clone()),
+            }
+        }
+        if keys.is_empty() {
+            return Ok(out);
+        }
+        let latest = ctx.txn.lock_and_get(&keys).await?;
+        for (k, v) in keys.into_iter().zip(latest) {
+            let Some(bytes) = v else { continue };
+            let (row, row_id) = decode_row(table, &bytes)?;
+            if filter.map_or(Ok(true), |f| f.eval_pred(&row, &ctx.eval_ctx(&empty)))? {
+                out.push(TableRow { key: k, row, row_id });
+            }
+        }
+        return Ok(out);
+    }
+    for (k, v) in candidates {
+        let Some(bytes) = v else { continue };
+        let (row, row_id) = decode_row(table, &bytes)?;
+        if filter.map_or(Ok(true), |f| f.eval_pred(&row, &ctx.eval_ctx(&empty)))? {
+            out.push(TableRow { key: k, row, row_id });
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,243 @@
+//! Plans: what the executor runs. A plan is a tree of operators over rows; each node's
+//! output row layout is fixed when the plan is built, so expressions refer to columns by
+//! position.
+
+use std::sync::Arc;
+
+use crate::catalog::TableInfo;
+use crate::expr::{AggCall, Expr, SubqueryKind};
+use crate::types::ColumnType;
+
+/// How a scan finds its rows.
+#[derive(Clone, Debug)]
+pub enum Access {
+    /// Every row of the table, in primary key order.
+    Full,
+    /// Rows whose primary key equals one of these tuples (point / batch point get).
+    Points(Vec<Vec<Expr>>),
+    /// Primary key: equality on leading columns, then an optional range on the next one.
+    PkRange(KeyRange),
+    /// An index (by position in `TableInfo::indexes`): equality prefix and optional range,
+    /// then a lookup of each row by its handle.
+    Index(usize, KeyRange),
+}
+
+/// Equality on leading key columns plus an optional range on the column after them.
+#[derive(Clone, Debug, Default)]
+pub struct KeyRange {
+    /// Values of the leading columns.
+    pub eq: Vec<Expr>,
+    /// Lower bound on the next column: (value, inclusive).
+    pub lower: Option<(Expr, bool)>,
+    /// Upper bound on the next column: (value, inclusive).
+    pub upper: Option<(Expr, bool)>,
+}
+
+/// Join kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JoinKind {
+    /// INNER / CROSS.
+    Inner,
+    /// LEFT OUTER.
+    Left,
+}
+
+/// A plan node.
+#[derive(Clone, Debug)]
+pub enum Plan {
+    /// One row with no columns (SELECT without FROM).
+    Dual,
+    /// Literal rows.
+    Values(Vec<Vec<Expr>>),
+    /// Reads a table. `filter` is applied to each row (bound to the table's columns).
+    /// With `lock`, rows are read with a current read under pessimistic locks.
+    Scan {
+        /// The table.
+        table: Arc<TableInfo>,
+        /// The access path.
+        access: Access,
+        /// Predicate on the table's row.
+        filter: Option<Expr>,
+        /// Lock the rows read (FOR UPDATE / DML).
+        lock: bool,
+    },
+    /// Keeps rows satisfying the predicate.
+    Filter {
+        /// Input.
+        input: Box<Plan>,
+        /// Predicate.
+        pred: Expr,
+    },
+    /// Computes new columns.
+    Project {
+        /// Input.
+        input: Box<Plan>,
+        /// Output expressions.
+        exprs: Vec<Expr>,
+    },
+    /// Nested-loop join. When `correlated`, `right` is re-run for every left row with that row
+    /// as its innermost outer row (this is how index lookup joins run).
+    Join {
+        /// Outer side.
+        left: Box<Plan>,
+        /// Inner side.
+        right: Box<Plan>,
+        /// Inner or left outer.
+        kind: JoinKind,
+        /// Condition over `left ++ right`.
+        on: Option<Expr>,
+        /// Number of columns of the right side (for NULL padding).
+        right_width: usize,
+        /// Re-run `right` per left row.
+        correlated: bool,
+    },
+    /// Hash join on equal keys (inner or left outer).
+    HashJoin {
+        /// Probe side.
+        left: Box<Plan>,
+        /// Build side.
+        right: Box<Plan>,
+        /// Key expressions over the left row.
+        left_keys: Vec<Expr>,
+        /// Key expressions over the right row.
+        right_keys: Vec<Expr>,
+        /// Inner or left outer.
+        kind: JoinKind,
+        /// Remaining condition over `left ++ right`.
+        on: Option<Expr>,
+        /// Number of columns of the right side.
+        right_width: usize,
+    },
+    /// Grouping: output is group values followed by aggregate values.
+    Aggregate {
+        /// Input.
+        input: Box<Plan>,
+        /// Group expressions.
+        group: Vec<Expr>,
+        /// Aggregates.
+        aggs: Vec<AggCall>,
+    },
+    /// Sorts by keys (expression, descending).
+    Sort {
+        /// Input.
+        input: Box<Plan>,
+        /// Keys.
+        keys: Vec<(Expr, bool)>,
+    },
+    /// OFFSET / LIMIT.
+    Limit {
+        /// Input.
+        input: Box<Plan>,
+        /// Maximum rows.
+        limit: Option<Expr>,
+        /// Rows to skip.
+        offset: Option<Expr>,
+    },
+    /// Removes duplicate rows.
+    Distinct {
+        /// Input.
+        input: Box<Plan>,
+    },
+    /// UNION [ALL] of same-width inputs.
+    Union {
+        /// Inputs.
+        inputs: Vec<Plan>,
+        /// Keep duplicates.
+        all: bool,
+    },
+    /// Keeps the first `width` columns (drops hidden sort keys).
+    Truncate {
+        /// Input.
+        input: Box<Plan>,
+        /// Columns kept.
+        width: usize,
+    },
+}
+
+/// A subquery used by an expression.
+#[derive(Clone, Debug)]
+pub struct SubqueryPlan {
+    /// The plan.
+    pub plan: Plan,
+    /// How its result is used.
+    pub kind: SubqueryKind,
+    /// Whether it refers to enclosing rows (otherwise it is run once).
+    pub correlated: bool,
+}
+
+/// Metadata of a result column.
+#[derive(Clone, Debug, Default)]
+pub struct OutputColumn {
+    /// Name shown to the client.
+    pub name: String,
+    /// Table alias it came from.
+    pub table: String,
+    /// Underlying table name.
+    pub org_table: String,
+    /// Underlying column name.
+    pub org_name: String,
+    /// Database.
+    pub db: String,
+    /// Declared type, when the column is a table column.
+    pub ty: Option<ColumnType>,
+    /// NOT NULL.
+    pub not_null: bool,
+    /// Part of the primary key.
+    pub primary: bool,
+}
+
+/// A planned query: plan, result columns, and the subqueries its expressions use.
+#[derive(Clone, Debug)]
+pub struct Query {
+    /// The plan.
+    pub plan: Plan,
+    /// Result columns.
+    pub columns: Vec<OutputColumn>,
+    /// Subqueries, by id.
+    pub subqueries: Arc<Vec<SubqueryPlan>>,
+}
+
+impl Plan {
+    /// Renders the plan as indented text lines (EXPLAIN).
+    pub fn explain(&self, depth: usize, out: &mut Vec<String>) {
+        let pad = "  ".repeat(depth);
+        let (line, children): (String, Vec<&Plan>) = match self {
+            Plan::Dual => ("Dual".into(), vec![]),
+            Plan::Values(rows) => (format!("Values rows:{}", rows.len()), vec![]),
+            Plan::Scan { table, access, filter, lock } => {
+                let a = match access {
+                    Access::Full => "TableFullScan".to_string(),
+                    Access::Points(p) => format!("PointGet keys:{}", p.len()),
+                    Access::PkRange(r) => format!("TableRangeScan eq:{} range:{}", r.eq.len(), r.lower.is_some() || r.upper.is_some()),
+                    Access::Index(i, r) => format!(
+                        "IndexLookUp index:{} eq:{} range:{}",
+                        table.indexes.get(*i).map(|x| x.name.as_str()).unwrap_or("?"),
+                        r.eq.len(),
+                        r.lower.is_some() || r.upper.is_some()
+                    ),
+                };
+                (
+                    format!("{} table:{}{}{}", a, table.name, if filter.is_some() { " filtered" } else { "" }, if *lock { " locked" } else { "" }),
+                    vec![],
+                )
+            }
+            Plan::Filter { input, .. } => ("Selection".into(), vec![input]),
+            Plan::Project { input, exprs } => (format!("Projection columns:{}", exprs.len()), vec![input]),
+            Plan::Join { left, right, kind, correlated, .. } => (
+                format!("{}Join {:?}", if *correlated { "IndexLookUp" } else { "NestedLoop" }, kind),
+                vec![left, right],
+            ),
+            Plan::HashJoin { left, right, kind, .. } => (format!("HashJoin {kind:?}"), vec![left, right]),
+            Plan::Aggregate { input, group, aggs } => (format!("HashAgg group:{} aggs:{}", group.len(), aggs.len()), vec![input]),
+            Plan::Sort { input, keys } => (format!("Sort keys:{}", keys.len()), vec![input]),
+            Plan::Limit { input, .. } => ("Limit".into(), vec![input]),
+            Plan::Distinct { input } => ("Distinct".into(), vec![input]),
+            Plan::Union { inputs, all } => (format!("Union{}", if *all { " all" } else { "" }), inputs.iter().collect()),
+            Plan::Truncate { input, .. } => return input.explain(depth, out),
+        };
+        out.push(format!("{pad}{line}"));
+        for c in children {
+            c.explain(depth + 1, out);
+        }
+    }
+}

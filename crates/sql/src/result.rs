@@ -1,0 +1,195 @@
+//! Statement results as the protocol layer needs them: result sets with column metadata, or
+//! OK packets with affected rows, last insert id and warnings.
+
+use strata_common::{Code, Value};
+
+use crate::plan::OutputColumn;
+use crate::types::ColumnType;
+
+/// Column flags of the MySQL protocol.
+pub mod flags {
+    /// NOT NULL.
+    pub const NOT_NULL: u16 = 1;
+    /// Part of the primary key.
+    pub const PRI_KEY: u16 = 2;
+    /// BINARY collation.
+    pub const BINARY: u16 = 128;
+    /// UNSIGNED.
+    pub const UNSIGNED: u16 = 32;
+    /// Numeric column.
+    pub const NUM: u16 = 32768;
+}
+
+/// A result column's metadata.
+#[derive(Clone, Debug)]
+pub struct Column {
+    /// Database.
+    pub db: String,
+    /// Table alias.
+    pub table: String,
+    /// Table name.
+    pub org_table: String,
+    /// Column alias.
+    pub name: String,
+    /// Column name.
+    pub org_name: String,
+    /// Protocol type code.
+    pub ty: u8,
+    /// Flags.
+    pub flags: u16,
+    /// Digits after the point.
+    pub decimals: u8,
+    /// Display length.
+    pub length: u32,
+    /// Character set id (33 utf8, 63 binary).
+    pub charset: u16,
+}
+
+/// Protocol type codes.
+pub mod types {
+    /// DECIMAL
+    pub const NEWDECIMAL: u8 = 246;
+    /// BIGINT
+    pub const LONGLONG: u8 = 8;
+    /// DOUBLE
+    pub const DOUBLE: u8 = 5;
+    /// VARCHAR
+    pub const VAR_STRING: u8 = 253;
+    /// DATE
+    pub const DATE: u8 = 10;
+    /// DATETIME
+    pub const DATETIME: u8 = 12;
+    /// TIME
+    pub const TIME: u8 = 11;
+    /// NULL
+    pub const NULL: u8 = 6;
+}
+
+impl Column {
+    /// A plain VARCHAR column (SHOW statements, variables).
+    pub fn text(name: &str) -> Column {
+        Column {
+            db: String::new(),
+            table: String::new(),
+            org_table: String::new(),
+            name: name.to_string(),
+            org_name: name.to_string(),
+            ty: types::VAR_STRING,
+            flags: 0,
+            decimals: 0,
+            length: 1024,
+            charset: 33,
+        }
+    }
+
+    /// A BIGINT column.
+    pub fn int(name: &str) -> Column {
+        Column { ty: types::LONGLONG, flags: flags::NUM, length: 21, charset: 63, ..Column::text(name) }
+    }
+
+    /// Metadata for a planned output column, using sample values when the column is not a
+    /// table column.
+    pub fn from_output(c: &OutputColumn, sample: Option<&Value>) -> Column {
+        let mut col = Column {
+            db: c.db.clone(),
+            table: c.table.clone(),
+            org_table: c.org_table.clone(),
+            name: c.name.clone(),
+            org_name: c.org_name.clone(),
+            ..Column::text(&c.name)
+        };
+        match &c.ty {
+            Some(t) => {
+                col.ty = t.protocol_type();
+                col.decimals = t.decimals();
+                col.length = t.display_len();
+                if let ColumnType::Int { unsigned: true, .. } = t {
+                    col.flags |= flags::UNSIGNED;
+                }
+                if !t.is_string() || t.is_binary() {
+                    col.charset = 63;
+                    col.flags |= flags::BINARY;
+                }
+                if matches!(t, ColumnType::Int { .. } | ColumnType::Decimal { .. } | ColumnType::Float | ColumnType::Double) {
+                    col.flags |= flags::NUM;
+                }
+                if c.not_null {
+                    col.flags |= flags::NOT_NULL;
+                }
+                if c.primary {
+                    col.flags |= flags::PRI_KEY;
+                }
+            }
+            None => {
+                let (ty, decimals, length, binary) = match sample {
+                    Some(Value::Int(_)) => (types::LONGLONG, 0, 21, true),
+                    Some(Value::UInt(_)) => {
+                        col.flags |= flags::UNSIGNED;
+                        (types::LONGLONG, 0, 20, true)
+                    }
+                    Some(Value::Double(_)) => (types::DOUBLE, 31, 22, true),
+                    Some(Value::Decimal(d)) => (types::NEWDECIMAL, d.scale() as u8, 65, true),
+                    Some(Value::Date(_)) => (types::DATE, 0, 10, true),
+                    Some(Value::DateTime(d)) => (types::DATETIME, if d.micro > 0 { 6 } else { 0 }, 26, true),
+                    Some(Value::Time(_)) => (types::TIME, 0, 17, true),
+                    Some(Value::Bytes(_)) => (types::VAR_STRING, 0, 1024, false),
+                    Some(Value::Null) | None => (types::NULL, 0, 0, true),
+                };
+                col.ty = ty;
+                col.decimals = decimals;
+                col.length = length;
+                if binary {
+                    col.charset = 63;
+                    col.flags |= flags::BINARY;
+                }
+                if matches!(ty, types::LONGLONG | types::DOUBLE | types::NEWDECIMAL) {
+                    col.flags |= flags::NUM;
+                }
+            }
+        }
+        col
+    }
+}
+
+/// A statement's outcome.
+#[derive(Clone, Debug)]
+pub enum QueryResult {
+    /// A result set.
+    Rows {
+        /// Columns.
+        columns: Vec<Column>,
+        /// Rows.
+        rows: Vec<Vec<Value>>,
+    },
+    /// Success without rows.
+    Ok {
+        /// Changed rows (or matched rows, see `matched`).
+        affected: u64,
+        /// Rows matched by an UPDATE (reported instead of `affected` to clients that set
+        /// CLIENT_FOUND_ROWS).
+        matched: u64,
+        /// LAST_INSERT_ID of this statement.
+        last_insert_id: u64,
+        /// Warnings produced.
+        warnings: Vec<(Code, String)>,
+        /// Info text (`Rows matched: 1  Changed: 1  Warnings: 0`).
+        info: String,
+    },
+}
+
+impl QueryResult {
+    /// OK with `affected` rows.
+    pub fn ok(affected: u64) -> QueryResult {
+        QueryResult::Ok { affected, matched: affected, last_insert_id: 0, warnings: Vec::new(), info: String::new() }
+    }
+
+    /// OK with one warning.
+    pub fn ok_with_warning(affected: u64, code: Code, msg: String) -> QueryResult {
+        QueryResult::Ok { affected, matched: affected, last_insert_id: 0, warnings: vec![(code, msg)], info: String::new() }
+    }
+
+    /// A result set of text columns.
+    pub fn text_rows(names: &[&str], rows: Vec<Vec<Value>>) -> QueryResult {
+        QueryResult::Rows { columns: names.iter().map(|n| Column::text(n)).collect(), rows }
+    }
+}

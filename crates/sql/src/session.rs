@@ -1,0 +1,635 @@
+//! `Engine` (shared by all connections) and `Session` (one connection's state): statement
+//! dispatch, transaction boundaries, variables and prepared statements.
+//!
+//! A statement runs inside the session's transaction; with autocommit and no BEGIN, the
+//! transaction lives for one statement. Each statement is atomic: a failed statement's
+//! writes are discarded and the transaction goes on (a deadlock victim's whole transaction
+//! is rolled back, as in InnoDB).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use sqlparser::ast::{self, VisitMut};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+use strata_common::time::DateTime;
+use strata_common::{Code, Error, Result, Timestamp, Value};
+use strata_kv::{Client, LockMode, Oracle};
+use strata_txn::{Isolation, Transaction, TxnOptions};
+
+use crate::binder::{Binder, SessionInfo};
+use crate::catalog::Catalog;
+use crate::dml::DmlCtx;
+use crate::exec::{execute, ExecCtx};
+use crate::result::{Column, QueryResult};
+use crate::variables;
+
+/// State shared by every session of a SQL node.
+pub struct Engine {
+    /// The catalog.
+    pub catalog: Catalog,
+    /// The KV client.
+    pub client: Arc<dyn Client>,
+    /// The timestamp oracle.
+    pub oracle: Arc<dyn Oracle>,
+    next_conn: AtomicU32,
+    active: Mutex<BTreeMap<u32, Timestamp>>,
+    globals: Mutex<BTreeMap<String, Value>>,
+}
+
+impl Engine {
+    /// Opens the SQL engine on a KV client.
+    pub async fn open(client: Arc<dyn Client>, oracle: Arc<dyn Oracle>) -> Result<Arc<Engine>> {
+        let catalog = Catalog::load(client.clone(), oracle.clone()).await?;
+        Ok(Arc::new(Engine {
+            catalog,
+            client,
+            oracle,
+            next_conn: AtomicU32::new(1),
+            active: Mutex::new(BTreeMap::new()),
+            globals: Mutex::new(variables::defaults()),
+        }))
+    }
+
+    /// A new session for `user`.
+    pub fn session(self: &Arc<Self>, user: &str) -> Session {
+        let conn_id = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        Session {
+            engine: self.clone(),
+            conn_id,
+            user: user.to_string(),
+            db: None,
+            vars: self.globals.lock().clone(),
+            user_vars: HashMap::new(),
+            txn: None,
+            explicit: false,
+            last_insert_id: 0,
+            warnings: Vec::new(),
+            prepared: HashMap::new(),
+            next_stmt: 1,
+        }
+    }
+
+    /// The oldest start timestamp of any running transaction (GC must keep what it reads).
+    pub fn min_active_ts(&self) -> Option<Timestamp> {
+        self.active.lock().values().min().copied()
+    }
+}
+
+/// A prepared statement.
+pub struct Prepared {
+    /// The statement with numbered placeholders.
+    pub stmt: ast::Statement,
+    /// Number of parameters.
+    pub params: usize,
+    /// Result columns, when known at prepare time.
+    pub columns: Vec<Column>,
+}
+
+/// One client connection's state.
+pub struct Session {
+    engine: Arc<Engine>,
+    /// CONNECTION_ID().
+    pub conn_id: u32,
+    user: String,
+    db: Option<String>,
+    vars: BTreeMap<String, Value>,
+    user_vars: HashMap<String, Value>,
+    txn: Option<Transaction>,
+    explicit: bool,
+    last_insert_id: u64,
+    warnings: Vec<(&'static str, Code, String)>,
+    prepared: HashMap<u32, Prepared>,
+    next_stmt: u32,
+}
+
+fn parse(sql: &str) -> Result<Vec<ast::Statement>> {
+    Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| {
+        let msg = e.to_string();
+        let msg = msg.trim_start_matches("sql parser error: ");
+        Error::parse(format!("You have an error in your SQL syntax; check the manual that corresponds to your Strata version for the right syntax to use: {msg}"))
+    })
+}
+
+/// Numbers `?` placeholders in textual order; returns how many there are.
+fn number_placeholders(stmt: &mut ast::Statement) -> usize {
+    struct V(usize);
+    impl ast::VisitorMut for V {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &mut ast::Expr) -> std::ops::ControlFlow<()> {
+            if let ast::Expr::Value(v) = e {
+                if let ast::Value::Placeholder(p) = &mut v.value {
+                    if p == "?" {
+                        *p = format!("?{}", self.0);
+                        self.0 += 1;
+                    }
+                }
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let mut v = V(0);
+    let _ = stmt.visit(&mut v);
+    v.0
+}
+
+fn value_text(v: &Value) -> String {
+    v.to_display()
+}
+
+fn isolation_name(level: &str) -> Option<&'static str> {
+    match level.to_ascii_uppercase().replace(['-', '_'], " ").as_str() {
+        "READ COMMITTED" | "READ UNCOMMITTED" => Some("READ-COMMITTED"),
+        "REPEATABLE READ" | "SERIALIZABLE" => Some("REPEATABLE-READ"),
+        _ => None,
+    }
+}
+
+impl Session {
+    /// The current database.
+    pub fn database(&self) -> Option<&str> {
+        self.db.as_deref()
+    }
+
+    /// Whether a transaction is open (for the protocol's status flags).
+    pub fn in_transaction(&self) -> bool {
+        self.txn.is_some()
+    }
+
+    /// Whether autocommit is on.
+    pub fn autocommit(&self) -> bool {
+        self.vars.get("autocommit").and_then(|v| v.as_bool()).unwrap_or(true)
+    }
+
+    /// Warnings of the last statement.
+    pub fn warning_count(&self) -> u16 {
+        self.warnings.len().min(u16::MAX as usize) as u16
+    }
+
+    /// Changes the current database (COM_INIT_DB, USE).
+    pub fn use_database(&mut self, db: &str) -> Result<()> {
+        let db = db.trim().trim_matches('`');
+        if !self.engine.catalog.has_database(db) && !db.eq_ignore_ascii_case("information_schema") {
+            return Err(Error::user(Code::BadDb, format!("Unknown database '{db}'")));
+        }
+        self.db = Some(db.to_string());
+        Ok(())
+    }
+
+    fn info(&self) -> SessionInfo {
+        SessionInfo {
+            db: self.db.clone(),
+            now: now(),
+            last_insert_id: self.last_insert_id,
+            connection_id: self.conn_id,
+            user: self.user.clone(),
+            row_count: 0,
+            vars: Arc::new(self.vars.clone()),
+            user_vars: Arc::new(self.user_vars.clone()),
+        }
+    }
+
+    fn txn_options(&self, mode: Option<LockMode>) -> TxnOptions {
+        let mode = mode.unwrap_or_else(|| match self.vars.get("tidb_txn_mode").map(value_text) {
+            Some(m) if m.eq_ignore_ascii_case("optimistic") => LockMode::Optimistic,
+            _ => LockMode::Pessimistic,
+        });
+        let isolation = match self.vars.get("transaction_isolation").map(value_text).as_deref() {
+            Some("READ-COMMITTED") => Isolation::ReadCommitted,
+            _ => Isolation::RepeatableRead,
+        };
+        let timeout_s = self.vars.get("innodb_lock_wait_timeout").and_then(|v| v.as_i64()).unwrap_or(50).max(0) as u64;
+        TxnOptions { mode, isolation, lock_wait_timeout_ms: timeout_s * 1000 }
+    }
+
+    async fn begin(&mut self, mode: Option<LockMode>) -> Result<Transaction> {
+        let txn = Transaction::begin(self.engine.client.clone(), self.engine.oracle.clone(), self.txn_options(mode)).await?;
+        self.engine.active.lock().insert(self.conn_id, txn.start_ts());
+        Ok(txn)
+    }
+
+    fn finish_txn(&self) {
+        self.engine.active.lock().remove(&self.conn_id);
+    }
+
+    /// Commits the open transaction, if any.
+    pub async fn commit(&mut self) -> Result<()> {
+        self.explicit = false;
+        if let Some(txn) = self.txn.take() {
+            let r = txn.commit().await;
+            self.finish_txn();
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Rolls back the open transaction, if any.
+    pub async fn rollback(&mut self) -> Result<()> {
+        self.explicit = false;
+        if let Some(txn) = self.txn.take() {
+            let r = txn.rollback().await;
+            self.finish_txn();
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Runs a COM_QUERY text, which may hold several statements. Results stop at the first
+    /// error.
+    pub async fn execute(&mut self, sql: &str) -> Vec<Result<QueryResult>> {
+        if let Some(r) = self.special(sql).await {
+            return vec![r];
+        }
+        let stmts = match parse(sql) {
+            Ok(s) => s,
+            Err(e) => return vec![Err(e)],
+        };
+        if stmts.is_empty() {
+            return vec![Err(Error::user(Code::Parse, "Query was empty"))];
+        }
+        let mut out = Vec::with_capacity(stmts.len());
+        for s in stmts {
+            let r = self.run(&s, &[]).await;
+            let failed = r.is_err();
+            out.push(r);
+            if failed {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Prepares a statement; returns its id.
+    pub async fn prepare(&mut self, sql: &str) -> Result<(u32, usize, Vec<Column>)> {
+        let mut stmts = parse(sql)?;
+        if stmts.len() != 1 {
+            return Err(Error::user(Code::Parse, "You can only prepare one statement at a time"));
+        }
+        let mut stmt = stmts.remove(0);
+        let params = number_placeholders(&mut stmt);
+        let columns = Vec::new();
+        let id = self.next_stmt;
+        self.next_stmt += 1;
+        self.prepared.insert(id, Prepared { stmt, params, columns: columns.clone() });
+        Ok((id, params, columns))
+    }
+
+    /// The number of parameters of a prepared statement.
+    pub fn prepared_params(&self, id: u32) -> Option<usize> {
+        self.prepared.get(&id).map(|p| p.params)
+    }
+
+    /// Executes a prepared statement.
+    pub async fn execute_prepared(&mut self, id: u32, params: &[Value]) -> Result<QueryResult> {
+        let stmt = match self.prepared.get(&id) {
+            Some(p) => {
+                if p.params != params.len() {
+                    return Err(Error::user(Code::WrongArguments, "Incorrect arguments to mysqld_stmt_execute"));
+                }
+                p.stmt.clone()
+            }
+            None => return Err(Error::user(Code::UnknownStmtHandler, format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"))),
+        };
+        self.run(&stmt, params).await
+    }
+
+    /// Drops a prepared statement.
+    pub fn close_prepared(&mut self, id: u32) {
+        self.prepared.remove(&id);
+    }
+
+    /// Statements handled before the SQL parser (syntax it does not know).
+    async fn special(&mut self, sql: &str) -> Option<Result<QueryResult>> {
+        let t = sql.trim().trim_end_matches(';').trim();
+        let lower = t.to_ascii_lowercase();
+        let words: Vec<&str> = lower.split_whitespace().collect();
+        match words.as_slice() {
+            ["begin", "optimistic"] => Some(self.start(Some(LockMode::Optimistic)).await),
+            ["begin", "pessimistic"] => Some(self.start(Some(LockMode::Pessimistic)).await),
+            ["show", "warnings", ..] | ["show", "errors", ..] => {
+                let rows = self
+                    .warnings
+                    .iter()
+                    .map(|(level, code, msg)| vec![Value::str(*level), Value::Int(code.number() as i64), Value::str(msg.clone())])
+                    .collect();
+                Some(Ok(QueryResult::Rows {
+                    columns: vec![Column::text("Level"), Column::int("Code"), Column::text("Message")],
+                    rows,
+                }))
+            }
+            ["show", "index" | "indexes" | "keys", "from" | "in", ..] => Some(crate::show::show_index(&self.engine.catalog, t, &self.db)),
+            ["show", "engines"] => Some(Ok(QueryResult::text_rows(
+                &["Engine", "Support", "Comment", "Transactions", "XA", "Savepoints"],
+                vec![vec![Value::str("InnoDB"), Value::str("DEFAULT"), Value::str("Strata's transactional engine"), Value::str("YES"), Value::str("NO"), Value::str("NO")]],
+            ))),
+            ["show", "collation", ..] => Some(Ok(QueryResult::text_rows(
+                &["Collation", "Charset", "Id", "Default", "Compiled", "Sortlen"],
+                vec![vec![Value::str("utf8mb4_bin"), Value::str("utf8mb4"), Value::Int(46), Value::str("Yes"), Value::str("Yes"), Value::Int(1)]],
+            ))),
+            ["show", "character", "set", ..] | ["show", "charset", ..] => Some(Ok(QueryResult::text_rows(
+                &["Charset", "Description", "Default collation", "Maxlen"],
+                vec![vec![Value::str("utf8mb4"), Value::str("UTF-8 Unicode"), Value::str("utf8mb4_bin"), Value::Int(4)]],
+            ))),
+            ["show", "status", ..] | ["show", "session", "status", ..] | ["show", "global", "status", ..] => {
+                Some(Ok(QueryResult::text_rows(&["Variable_name", "Value"], Vec::new())))
+            }
+            ["show", "processlist"] | ["show", "full", "processlist"] => Some(Ok(QueryResult::text_rows(
+                &["Id", "User", "Host", "db", "Command", "Time", "State", "Info"],
+                Vec::new(),
+            ))),
+            ["analyze", "table", ..] => Some(Ok(QueryResult::text_rows(&["Table", "Op", "Msg_type", "Msg_text"], Vec::new()))),
+            _ => None,
+        }
+    }
+
+    async fn start(&mut self, mode: Option<LockMode>) -> Result<QueryResult> {
+        self.commit().await?;
+        let txn = self.begin(mode).await?;
+        self.txn = Some(txn);
+        self.explicit = true;
+        Ok(QueryResult::ok(0))
+    }
+
+    fn warn(&mut self, code: Code, msg: String) {
+        self.warnings.push(("Warning", code, msg));
+    }
+
+    /// Runs one statement.
+    pub async fn run(&mut self, stmt: &ast::Statement, params: &[Value]) -> Result<QueryResult> {
+        use ast::Statement as S;
+        self.warnings.clear();
+        let r = match stmt {
+            S::Query(_) | S::Insert(_) | S::Update(_) | S::Delete(_) => self.run_in_txn(stmt, params).await,
+            S::StartTransaction { .. } => self.start(None).await,
+            S::Commit { .. } => self.commit().await.map(|_| QueryResult::ok(0)),
+            S::Rollback { savepoint: None, .. } => self.rollback().await.map(|_| QueryResult::ok(0)),
+            S::Set(set) => self.set(set).await,
+            S::Use(u) => {
+                let name = match u {
+                    ast::Use::Object(n) | ast::Use::Database(n) | ast::Use::Schema(n) => crate::binder::split_name(n)?.1,
+                    other => other.to_string(),
+                };
+                self.use_database(&name).map(|_| QueryResult::ok(0))
+            }
+            S::CreateDatabase { db_name, if_not_exists, .. } => {
+                self.commit().await?;
+                let name = crate::binder::split_name(db_name)?.1;
+                self.engine.create_database(&name, *if_not_exists).await
+            }
+            S::CreateSchema { schema_name: ast::SchemaName::Simple(n), if_not_exists, .. } => {
+                self.commit().await?;
+                let name = crate::binder::split_name(n)?.1;
+                self.engine.create_database(&name, *if_not_exists).await
+            }
+            S::CreateTable(ct) => {
+                self.commit().await?;
+                self.engine.create_table(ct, &self.db).await
+            }
+            S::CreateIndex(ci) => {
+                self.commit().await?;
+                self.engine.create_index(ci, &self.db).await
+            }
+            S::AlterTable(at) => {
+                self.commit().await?;
+                self.engine.alter_table(at, &self.db).await
+            }
+            S::Drop { object_type, if_exists, names, table, .. } => {
+                self.commit().await?;
+                match object_type {
+                    ast::ObjectType::Table => self.engine.drop_tables(names, *if_exists, &self.db).await,
+                    ast::ObjectType::Database | ast::ObjectType::Schema => {
+                        let mut last = QueryResult::ok(0);
+                        for n in names {
+                            let name = crate::binder::split_name(n)?.1;
+                            last = self.engine.drop_database(&name, *if_exists).await?;
+                            if self.db.as_deref().is_some_and(|d| d.eq_ignore_ascii_case(&name)) {
+                                self.db = None;
+                            }
+                        }
+                        Ok(last)
+                    }
+                    ast::ObjectType::Index => {
+                        let Some(t) = table else { return Err(Error::parse("DROP INDEX needs ON table")) };
+                        let idx = names.first().map(|n| crate::binder::split_name(n).map(|x| x.1)).transpose()?.unwrap_or_default();
+                        self.engine.drop_index_stmt(&idx, t, &self.db).await
+                    }
+                    other => Err(Error::unsupported(format!("DROP {other}"))),
+                }
+            }
+            S::Truncate(t) => {
+                self.commit().await?;
+                let name = t.table_names.first().map(|n| n.name.clone()).ok_or_else(|| Error::parse("TRUNCATE needs a table"))?;
+                self.engine.truncate(&name, &self.db).await
+            }
+            S::ShowVariables { filter, .. } => crate::show::show_variables(&self.vars, filter.as_ref()),
+            S::ShowDatabases { show_options, .. } => crate::show::show_databases(&self.engine.catalog, show_options),
+            S::ShowTables { full, show_options, .. } => crate::show::show_tables(&self.engine.catalog, &self.db, *full, show_options),
+            S::ShowColumns { full, show_options, .. } => crate::show::show_columns(&self.engine.catalog, &self.db, *full, show_options),
+            S::ShowCreate { obj_type, obj_name } => crate::show::show_create(&self.engine.catalog, &self.db, *obj_type, obj_name),
+            S::ExplainTable { table_name, .. } => crate::show::describe(&self.engine.catalog, &self.db, table_name),
+            S::Explain { statement, .. } => self.explain(statement),
+            S::Analyze(_) => Ok(QueryResult::text_rows(&["Table", "Op", "Msg_type", "Msg_text"], Vec::new())),
+            S::Flush { .. } | S::LockTables { .. } | S::UnlockTables => Ok(QueryResult::ok(0)),
+            S::Kill { .. } => Err(Error::unsupported("KILL")),
+            other => Err(Error::unsupported(format!("{}", truncate_sql(&other.to_string())))),
+        };
+        if let Ok(QueryResult::Ok { warnings, last_insert_id, .. }) = &r {
+            for (c, m) in warnings.clone() {
+                self.warn(c, m);
+            }
+            if *last_insert_id > 0 {
+                self.last_insert_id = *last_insert_id;
+            }
+        }
+        r
+    }
+
+    fn explain(&mut self, stmt: &ast::Statement) -> Result<QueryResult> {
+        let info = self.info();
+        let ast::Statement::Query(q) = stmt else { return Err(Error::unsupported("EXPLAIN of a non-query")) };
+        let mut binder = Binder::new(&self.engine.catalog, &info);
+        let query = binder.plan_query(q)?;
+        let mut lines = Vec::new();
+        query.plan.explain(0, &mut lines);
+        for (i, s) in query.subqueries.iter().enumerate() {
+            lines.push(format!("Subquery {} ({})", i, if s.correlated { "correlated" } else { "uncorrelated" }));
+            s.plan.explain(1, &mut lines);
+        }
+        Ok(QueryResult::text_rows(&["plan"], lines.into_iter().map(|l| vec![Value::str(l)]).collect()))
+    }
+
+    async fn run_in_txn(&mut self, stmt: &ast::Statement, params: &[Value]) -> Result<QueryResult> {
+        let info = self.info();
+        let mut txn = match self.txn.take() {
+            Some(t) => t,
+            None => self.begin(None).await?,
+        };
+        let single = !self.explicit && self.autocommit();
+        if let Err(e) = txn.start_statement().await {
+            self.txn = Some(txn);
+            return Err(e);
+        }
+        let r = exec_statement(&self.engine, &mut txn, &info, stmt, params).await;
+        txn.end_statement(r.is_ok());
+        if single {
+            let outcome = match r {
+                Ok(v) => txn.commit().await.map(|_| v),
+                Err(e) => {
+                    let _ = txn.rollback().await;
+                    Err(e)
+                }
+            };
+            self.finish_txn();
+            return outcome;
+        }
+        if matches!(r, Err(Error::Deadlock) | Err(Error::TxnRolledBack(_))) {
+            let _ = txn.rollback().await;
+            self.finish_txn();
+            self.explicit = false;
+        } else {
+            self.txn = Some(txn);
+        }
+        r
+    }
+
+    async fn set(&mut self, set: &ast::Set) -> Result<QueryResult> {
+        match set {
+            ast::Set::SetNames { .. } | ast::Set::SetNamesDefault {} => Ok(QueryResult::ok(0)),
+            ast::Set::SingleAssignment { variable, values, .. } => {
+                let v = values.first().ok_or_else(|| Error::parse("SET without value"))?;
+                self.assign(&variable.to_string(), v).await?;
+                Ok(QueryResult::ok(0))
+            }
+            ast::Set::MultipleAssignments { assignments } => {
+                for a in assignments {
+                    self.assign(&a.name.to_string(), &a.value).await?;
+                }
+                Ok(QueryResult::ok(0))
+            }
+            ast::Set::SetTransaction { modes, .. } => {
+                for m in modes {
+                    if let ast::TransactionMode::IsolationLevel(level) = m {
+                        let name = isolation_name(&level.to_string()).ok_or_else(|| Error::parse("bad isolation level"))?;
+                        self.vars.insert("transaction_isolation".into(), Value::str(name));
+                        self.vars.insert("tx_isolation".into(), Value::str(name));
+                    }
+                }
+                Ok(QueryResult::ok(0))
+            }
+            ast::Set::SetTimeZone { .. } => Ok(QueryResult::ok(0)),
+            other => Err(Error::unsupported(format!("{other}"))),
+        }
+    }
+
+    async fn assign(&mut self, name: &str, value: &ast::Expr) -> Result<()> {
+        let raw = name.trim();
+        let lname = raw.to_ascii_lowercase();
+        // Evaluate the value: identifiers like ON/OFF/utf8mb4 are words, not columns.
+        let v = match value {
+            ast::Expr::Identifier(id) if id.quote_style.is_none() => Value::str(id.value.clone()),
+            other => {
+                let info = self.info();
+                let mut binder = Binder::new(&self.engine.catalog, &info);
+                let e = binder.expr(other, &crate::binder::Scope::default())?;
+                let subs = binder.take_subqueries();
+                if subs.is_empty() {
+                    let ctx = crate::expr::EvalCtx { params: &[], outer: &[], subqueries: &Default::default() };
+                    e.eval(&[], &ctx)?
+                } else {
+                    return Err(Error::unsupported("SET with a subquery"));
+                }
+            }
+        };
+        if let Some(user) = lname.strip_prefix('@').filter(|n| !n.starts_with('@')) {
+            self.user_vars.insert(user.to_string(), v);
+            return Ok(());
+        }
+        let var = lname.trim_start_matches("@@");
+        let var = var.strip_prefix("session.").or_else(|| var.strip_prefix("global.")).or_else(|| var.strip_prefix("local.")).unwrap_or(var);
+        let var = var.strip_prefix("session ").or_else(|| var.strip_prefix("global ")).unwrap_or(var).trim().to_string();
+        let text = value_text(&v);
+        match var.as_str() {
+            "autocommit" => {
+                let on = match text.to_ascii_lowercase().as_str() {
+                    "1" | "on" | "true" => true,
+                    "0" | "off" | "false" => false,
+                    _ => return Err(Error::user(Code::WrongValueForVar, format!("Variable 'autocommit' can't be set to the value of '{text}'"))),
+                };
+                if on && !self.autocommit() {
+                    self.commit().await?;
+                }
+                self.vars.insert(var, Value::Int(on as i64));
+            }
+            "transaction_isolation" | "tx_isolation" => {
+                let name = isolation_name(&text).ok_or_else(|| {
+                    Error::user(Code::WrongValueForVar, format!("Variable '{var}' can't be set to the value of '{text}'"))
+                })?;
+                self.vars.insert("transaction_isolation".into(), Value::str(name));
+                self.vars.insert("tx_isolation".into(), Value::str(name));
+            }
+            "tidb_txn_mode" => {
+                let mode = match text.to_ascii_lowercase().as_str() {
+                    "optimistic" => "optimistic",
+                    "pessimistic" | "" => "pessimistic",
+                    _ => return Err(Error::user(Code::WrongValueForVar, format!("Variable 'tidb_txn_mode' can't be set to the value of '{text}'"))),
+                };
+                self.vars.insert(var, Value::str(mode));
+            }
+            "innodb_lock_wait_timeout" => {
+                let n = v.as_i64().filter(|n| *n >= 1).ok_or_else(|| {
+                    Error::user(Code::WrongTypeForVar, "Incorrect argument type to variable 'innodb_lock_wait_timeout'")
+                })?;
+                self.vars.insert(var, Value::Int(n));
+            }
+            _ => {
+                if !self.vars.contains_key(&var) {
+                    self.warn(Code::UnknownSystemVariable, format!("Unknown system variable '{var}' (accepted and ignored)"));
+                }
+                self.vars.insert(var, v);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn truncate_sql(s: &str) -> String {
+    s.chars().take(64).collect()
+}
+
+/// The statement's NOW(): wall-clock time for SQL functions (not for MVCC ordering).
+fn now() -> DateTime {
+    let us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
+    let epoch = DateTime::from_ymd(1970, 1, 1).to_micros();
+    let mut d = DateTime::from_micros(epoch + us);
+    d.micro = 0;
+    d
+}
+
+/// Runs a query or DML statement inside `txn`.
+pub async fn exec_statement(engine: &Engine, txn: &mut Transaction, info: &SessionInfo, stmt: &ast::Statement, params: &[Value]) -> Result<QueryResult> {
+    let dml = DmlCtx { catalog: &engine.catalog, session: info, params };
+    match stmt {
+        ast::Statement::Query(q) => {
+            let mut binder = Binder::new(&engine.catalog, info);
+            let query = binder.plan_query(q)?;
+            let mut ctx = ExecCtx::new(txn, params, query.subqueries.clone());
+            let rows = execute(&query.plan, &mut ctx).await?;
+            let columns = query
+                .columns
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let sample = rows.iter().map(|r| &r[i]).find(|v| !v.is_null());
+                    Column::from_output(c, sample)
+                })
+                .collect();
+            Ok(QueryResult::Rows { columns, rows })
+        }
+        ast::Statement::Insert(ins) => dml.insert(txn, ins).await,
+        ast::Statement::Update(up) => dml.update(txn, up).await,
+        ast::Statement::Delete(del) => dml.delete(txn, del).await,
+        other => Err(Error::unsupported(truncate_sql(&other.to_string()))),
+    }
+}

@@ -1,0 +1,352 @@
+//! SHOW statements, DESCRIBE, SHOW CREATE TABLE and the information_schema tables.
+
+use std::collections::BTreeMap;
+
+use sqlparser::ast;
+use strata_common::{Code, Error, Result, Value};
+
+use crate::binder::split_name;
+use crate::catalog::{Catalog, DefaultValue, TableInfo};
+use crate::expr::like_match;
+use crate::plan::OutputColumn;
+use crate::result::{Column, QueryResult};
+use crate::types::ColumnType;
+
+fn like_filter(filter: Option<&ast::ShowStatementFilter>) -> Result<Option<String>> {
+    match filter {
+        None => Ok(None),
+        Some(ast::ShowStatementFilter::Like(p)) => Ok(Some(p.clone())),
+        Some(ast::ShowStatementFilter::ILike(p)) => Ok(Some(p.clone())),
+        Some(ast::ShowStatementFilter::Where(_)) => Err(Error::unsupported("SHOW ... WHERE")),
+        Some(ast::ShowStatementFilter::NoKeyword(p)) => Ok(Some(p.clone())),
+    }
+}
+
+fn matches(pattern: &Option<String>, name: &str) -> bool {
+    match pattern {
+        None => true,
+        Some(p) => like_match(name.to_ascii_lowercase().as_bytes(), p.to_ascii_lowercase().as_bytes(), b'\\'),
+    }
+}
+
+/// SHOW VARIABLES [LIKE ...].
+pub fn show_variables(vars: &BTreeMap<String, Value>, filter: Option<&ast::ShowStatementFilter>) -> Result<QueryResult> {
+    let pat = like_filter(filter)?;
+    let rows = vars
+        .iter()
+        .filter(|(k, _)| matches(&pat, k))
+        .map(|(k, v)| vec![Value::str(k.clone()), Value::str(v.to_display())])
+        .collect();
+    Ok(QueryResult::text_rows(&["Variable_name", "Value"], rows))
+}
+
+fn show_db_and_filter(opts: &ast::ShowStatementOptions) -> Result<(Option<String>, Option<String>)> {
+    let db = match &opts.show_in {
+        Some(si) => si.parent_name.as_ref().map(|n| split_name(n).map(|x| x.1)).transpose()?,
+        None => None,
+    };
+    let pat = like_filter(opts.filter_position.as_ref().map(|p| match p {
+        ast::ShowStatementFilterPosition::Infix(f) | ast::ShowStatementFilterPosition::Suffix(f) => f,
+    }))?;
+    Ok((db, pat))
+}
+
+/// SHOW DATABASES.
+pub fn show_databases(cat: &Catalog, opts: &ast::ShowStatementOptions) -> Result<QueryResult> {
+    let (_, pat) = show_db_and_filter(opts)?;
+    let mut names = vec!["information_schema".to_string()];
+    names.extend(cat.databases());
+    let rows = names.into_iter().filter(|n| matches(&pat, n)).map(|n| vec![Value::str(n)]).collect();
+    Ok(QueryResult::text_rows(&["Database"], rows))
+}
+
+/// SHOW [FULL] TABLES.
+pub fn show_tables(cat: &Catalog, current: &Option<String>, full: bool, opts: &ast::ShowStatementOptions) -> Result<QueryResult> {
+    let (db, pat) = show_db_and_filter(opts)?;
+    let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
+    let tables = cat.tables(&db).ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{db}'")))?;
+    let col = format!("Tables_in_{db}");
+    let rows = tables
+        .iter()
+        .filter(|t| matches(&pat, &t.name))
+        .map(|t| {
+            let mut r = vec![Value::str(t.name.clone())];
+            if full {
+                r.push(Value::str("BASE TABLE"));
+            }
+            r
+        })
+        .collect();
+    if full {
+        Ok(QueryResult::text_rows(&[&col, "Table_type"], rows))
+    } else {
+        Ok(QueryResult::text_rows(&[&col], rows))
+    }
+}
+
+fn key_of(t: &TableInfo, c: usize) -> &'static str {
+    if t.pk.as_ref().is_some_and(|p| p.contains(&c)) {
+        "PRI"
+    } else if t.indexes.iter().any(|i| i.unique && i.columns.first() == Some(&c) && i.columns.len() == 1) {
+        "UNI"
+    } else if t.indexes.iter().any(|i| i.columns.first() == Some(&c)) {
+        "MUL"
+    } else {
+        ""
+    }
+}
+
+fn default_text(d: &Option<DefaultValue>) -> Value {
+    match d {
+        Some(DefaultValue::Text(t)) => Value::str(t.clone()),
+        Some(DefaultValue::CurrentTimestamp) => Value::str("CURRENT_TIMESTAMP"),
+        _ => Value::Null,
+    }
+}
+
+fn columns_rows(t: &TableInfo, full: bool) -> Vec<Vec<Value>> {
+    t.columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut r = vec![Value::str(c.name.clone()), Value::str(c.ty.sql_name())];
+            if full {
+                r.push(if c.ty.is_string() && !c.ty.is_binary() { Value::str("utf8mb4_bin") } else { Value::Null });
+            }
+            r.push(Value::str(if c.nullable { "YES" } else { "NO" }));
+            r.push(Value::str(key_of(t, i)));
+            r.push(default_text(&c.default));
+            r.push(Value::str(if c.auto_increment {
+                "auto_increment"
+            } else if c.on_update_now {
+                "on update CURRENT_TIMESTAMP"
+            } else {
+                ""
+            }));
+            if full {
+                r.push(Value::str("select,insert,update,references"));
+                r.push(Value::str(""));
+            }
+            r
+        })
+        .collect()
+}
+
+/// SHOW [FULL] COLUMNS FROM t.
+pub fn show_columns(cat: &Catalog, current: &Option<String>, full: bool, opts: &ast::ShowStatementOptions) -> Result<QueryResult> {
+    let si = opts.show_in.as_ref().ok_or_else(|| Error::parse("SHOW COLUMNS needs FROM table"))?;
+    let name = si.parent_name.as_ref().ok_or_else(|| Error::parse("SHOW COLUMNS needs FROM table"))?;
+    let (db, t) = split_name(name)?;
+    let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
+    let table = cat.table(&db, &t)?;
+    let cols: &[&str] = if full {
+        &["Field", "Type", "Collation", "Null", "Key", "Default", "Extra", "Privileges", "Comment"]
+    } else {
+        &["Field", "Type", "Null", "Key", "Default", "Extra"]
+    };
+    Ok(QueryResult::text_rows(cols, columns_rows(&table, full)))
+}
+
+/// DESCRIBE t.
+pub fn describe(cat: &Catalog, current: &Option<String>, name: &ast::ObjectName) -> Result<QueryResult> {
+    let (db, t) = split_name(name)?;
+    let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
+    let table = cat.table(&db, &t)?;
+    Ok(QueryResult::text_rows(&["Field", "Type", "Null", "Key", "Default", "Extra"], columns_rows(&table, false)))
+}
+
+/// SHOW INDEX FROM t [FROM db] (parsed by hand: the SQL parser does not know it).
+pub fn show_index(cat: &Catalog, sql: &str, current: &Option<String>) -> Result<QueryResult> {
+    let words: Vec<&str> = sql.split_whitespace().collect();
+    let tname = words.get(3).ok_or_else(|| Error::parse("SHOW INDEX needs a table"))?.trim_matches('`');
+    let (db, tname) = match tname.split_once('.') {
+        Some((d, t)) => (Some(d.trim_matches('`').to_string()), t.trim_matches('`').to_string()),
+        None => (words.get(5).map(|d| d.trim_matches('`').to_string()), tname.to_string()),
+    };
+    let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
+    let t = cat.table(&db, &tname)?;
+    let mut rows = Vec::new();
+    let mut push = |name: &str, unique: bool, cols: &[usize]| {
+        for (seq, c) in cols.iter().enumerate() {
+            rows.push(vec![
+                Value::str(t.name.clone()),
+                Value::Int(!unique as i64),
+                Value::str(name),
+                Value::Int(seq as i64 + 1),
+                Value::str(t.columns[*c].name.clone()),
+                Value::str("A"),
+                Value::Int(0),
+                Value::Null,
+                Value::Null,
+                Value::str(if t.columns[*c].nullable { "YES" } else { "" }),
+                Value::str("BTREE"),
+                Value::str(""),
+                Value::str(""),
+                Value::str("YES"),
+                Value::Null,
+            ]);
+        }
+    };
+    if let Some(pk) = &t.pk {
+        push("PRIMARY", true, pk);
+    }
+    for i in &t.indexes {
+        push(&i.name, i.unique, &i.columns);
+    }
+    Ok(QueryResult::text_rows(
+        &["Table", "Non_unique", "Key_name", "Seq_in_index", "Column_name", "Collation", "Cardinality", "Sub_part", "Packed", "Null", "Index_type", "Comment", "Index_comment", "Visible", "Expression"],
+        rows,
+    ))
+}
+
+/// The CREATE TABLE text of a table.
+pub fn create_table_sql(t: &TableInfo) -> String {
+    let q = |s: &str| format!("`{}`", s.replace('`', "``"));
+    let mut lines = Vec::new();
+    for c in &t.columns {
+        let mut l = format!("  {} {}", q(&c.name), c.ty.sql_name());
+        if !c.nullable {
+            l.push_str(" NOT NULL");
+        }
+        match &c.default {
+            Some(DefaultValue::Text(v)) => l.push_str(&format!(" DEFAULT '{}'", v.replace('\'', "''"))),
+            Some(DefaultValue::CurrentTimestamp) => l.push_str(" DEFAULT CURRENT_TIMESTAMP"),
+            Some(DefaultValue::Null) => l.push_str(" DEFAULT NULL"),
+            None if c.nullable => l.push_str(" DEFAULT NULL"),
+            None => {}
+        }
+        if c.auto_increment {
+            l.push_str(" AUTO_INCREMENT");
+        }
+        if c.on_update_now {
+            l.push_str(" ON UPDATE CURRENT_TIMESTAMP");
+        }
+        lines.push(l);
+    }
+    let names = |cols: &[usize]| cols.iter().map(|c| q(&t.columns[*c].name)).collect::<Vec<_>>().join(",");
+    if let Some(pk) = &t.pk {
+        lines.push(format!("  PRIMARY KEY ({}) /*T![clustered_index] CLUSTERED */", names(pk)));
+    }
+    for i in &t.indexes {
+        lines.push(format!("  {}KEY {} ({})", if i.unique { "UNIQUE " } else { "" }, q(&i.name), names(&i.columns)));
+    }
+    format!("CREATE TABLE {} (\n{}\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin", q(&t.name), lines.join(",\n"))
+}
+
+/// SHOW CREATE TABLE / DATABASE.
+pub fn show_create(cat: &Catalog, current: &Option<String>, kind: ast::ShowCreateObject, name: &ast::ObjectName) -> Result<QueryResult> {
+    match kind {
+        ast::ShowCreateObject::Table => {
+            let (db, t) = split_name(name)?;
+            let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
+            let table = cat.table(&db, &t)?;
+            Ok(QueryResult::text_rows(&["Table", "Create Table"], vec![vec![Value::str(table.name.clone()), Value::str(create_table_sql(&table))]]))
+        }
+        other => Err(Error::unsupported(format!("SHOW CREATE {other}"))),
+    }
+}
+
+fn text_cols(names: &[&str]) -> Vec<OutputColumn> {
+    names.iter().map(|n| OutputColumn { name: n.to_string(), org_name: n.to_string(), ..Default::default() }).collect()
+}
+
+/// Rows of an information_schema table.
+pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColumn>, Vec<Vec<Value>>)> {
+    let s = |v: &str| Value::str(v);
+    let mut dbs = vec!["information_schema".to_string()];
+    dbs.extend(cat.databases());
+    let all_tables: Vec<std::sync::Arc<TableInfo>> = cat.databases().iter().flat_map(|d| cat.tables(d).unwrap_or_default()).collect();
+    Ok(match table.to_ascii_lowercase().as_str() {
+        "schemata" => (
+            text_cols(&["CATALOG_NAME", "SCHEMA_NAME", "DEFAULT_CHARACTER_SET_NAME", "DEFAULT_COLLATION_NAME", "SQL_PATH"]),
+            dbs.into_iter().map(|d| vec![s("def"), Value::str(d), s("utf8mb4"), s("utf8mb4_bin"), Value::Null]).collect(),
+        ),
+        "tables" => (
+            text_cols(&["TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "TABLE_TYPE", "ENGINE", "TABLE_ROWS", "AUTO_INCREMENT", "TABLE_COLLATION", "TABLE_COMMENT"]),
+            all_tables
+                .iter()
+                .map(|t| {
+                    vec![s("def"), Value::str(t.db.clone()), Value::str(t.name.clone()), s("BASE TABLE"), s("InnoDB"), Value::Null, Value::Null, s("utf8mb4_bin"), s("")]
+                })
+                .collect(),
+        ),
+        "columns" => {
+            let mut rows = Vec::new();
+            for t in &all_tables {
+                for (i, c) in t.columns.iter().enumerate() {
+                    let (prec, scale) = match c.ty {
+                        ColumnType::Decimal { precision, scale } => (Value::Int(precision as i64), Value::Int(scale as i64)),
+                        ColumnType::Int { bytes, .. } => (Value::Int([3, 5, 7, 10, 19][(bytes as usize).min(8) / 2]), Value::Int(0)),
+                        _ => (Value::Null, Value::Null),
+                    };
+                    let data_type = c.ty.sql_name().split(['(', ' ']).next().unwrap_or("").to_string();
+                    rows.push(vec![
+                        s("def"),
+                        Value::str(t.db.clone()),
+                        Value::str(t.name.clone()),
+                        Value::str(c.name.clone()),
+                        Value::Int(i as i64 + 1),
+                        default_text(&c.default),
+                        s(if c.nullable { "YES" } else { "NO" }),
+                        Value::str(data_type),
+                        match c.ty {
+                            ColumnType::Char(n) | ColumnType::Varchar(n) | ColumnType::Text(n) | ColumnType::Blob(n) => Value::Int(n as i64),
+                            _ => Value::Null,
+                        },
+                        prec,
+                        scale,
+                        Value::str(c.ty.sql_name()),
+                        s(key_of(t, i)),
+                        s(if c.auto_increment { "auto_increment" } else { "" }),
+                        s(""),
+                    ]);
+                }
+            }
+            (
+                text_cols(&[
+                    "TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "COLUMN_NAME", "ORDINAL_POSITION", "COLUMN_DEFAULT", "IS_NULLABLE", "DATA_TYPE",
+                    "CHARACTER_MAXIMUM_LENGTH", "NUMERIC_PRECISION", "NUMERIC_SCALE", "COLUMN_TYPE", "COLUMN_KEY", "EXTRA", "COLUMN_COMMENT",
+                ]),
+                rows,
+            )
+        }
+        "statistics" => {
+            let mut rows = Vec::new();
+            for t in &all_tables {
+                let mut push = |name: &str, unique: bool, cols: &[usize]| {
+                    for (seq, c) in cols.iter().enumerate() {
+                        rows.push(vec![
+                            s("def"),
+                            Value::str(t.db.clone()),
+                            Value::str(t.name.clone()),
+                            Value::Int(!unique as i64),
+                            Value::str(t.db.clone()),
+                            Value::str(name),
+                            Value::Int(seq as i64 + 1),
+                            Value::str(t.columns[*c].name.clone()),
+                            s("A"),
+                            s(if t.columns[*c].nullable { "YES" } else { "" }),
+                            s("BTREE"),
+                        ]);
+                    }
+                };
+                if let Some(pk) = &t.pk {
+                    push("PRIMARY", true, pk);
+                }
+                for i in &t.indexes {
+                    push(&i.name, i.unique, &i.columns);
+                }
+            }
+            (
+                text_cols(&["TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "NON_UNIQUE", "INDEX_SCHEMA", "INDEX_NAME", "SEQ_IN_INDEX", "COLUMN_NAME", "COLLATION", "NULLABLE", "INDEX_TYPE"]),
+                rows,
+            )
+        }
+        other => return Err(Error::user(Code::NoSuchTable, format!("Table 'information_schema.{other}' doesn't exist"))),
+    })
+}
+
+/// Column metadata for SHOW output (kept here so the protocol gets text columns).
+pub fn text_columns(names: &[&str]) -> Vec<Column> {
+    names.iter().map(|n| Column::text(n)).collect()
+}

@@ -1,0 +1,308 @@
+//! `Transaction`: one SQL transaction's view of the store.
+//!
+//! Writes go to a statement buffer first and move into the transaction buffer when the
+//! statement succeeds, so a failed statement leaves no trace (statement atomicity). Reads
+//! overlay both buffers on the snapshot.
+//!
+//! Pessimistic mode locks before it reads: `lock_and_get` takes the keys' pessimistic locks
+//! at a fresh `for_update_ts` (retrying with a newer one on a write conflict, which cannot
+//! loop for long because the locks are taken all at once) and then reads the latest
+//! committed values, which nobody else can now change. This is MySQL's "current read" for
+//! UPDATE, DELETE and SELECT ... FOR UPDATE. Plain SELECTs read the snapshot: `start_ts`
+//! under REPEATABLE READ, a fresh timestamp per statement under READ COMMITTED.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use strata_common::{Error, Result, Timestamp};
+use strata_kv::{Client, LockMode, Mutation, Oracle, PessimisticLockRequest, PrewriteRequest};
+
+use crate::resolver::resolve_lock;
+
+/// Transaction isolation levels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// Snapshot isolation: every read sees the snapshot at the start timestamp.
+    RepeatableRead,
+    /// Each statement reads the latest committed data when it starts.
+    ReadCommitted,
+}
+
+/// How a transaction behaves.
+#[derive(Clone, Copy, Debug)]
+pub struct TxnOptions {
+    /// Optimistic or pessimistic.
+    pub mode: LockMode,
+    /// The isolation level.
+    pub isolation: Isolation,
+    /// `innodb_lock_wait_timeout`, in milliseconds.
+    pub lock_wait_timeout_ms: u64,
+}
+
+impl Default for TxnOptions {
+    fn default() -> TxnOptions {
+        TxnOptions { mode: LockMode::Pessimistic, isolation: Isolation::RepeatableRead, lock_wait_timeout_ms: 50_000 }
+    }
+}
+
+const PREWRITE_TTL_MS: u64 = 3_000;
+const PESSIMISTIC_TTL_MS: u64 = 20_000;
+const MAX_RESOLVE_ATTEMPTS: u32 = 2_000;
+
+/// One transaction.
+pub struct Transaction {
+    client: Arc<dyn Client>,
+    oracle: Arc<dyn Oracle>,
+    opts: TxnOptions,
+    start_ts: Timestamp,
+    read_ts: Timestamp,
+    /// Committed statements' writes: `Some` = put, `None` = delete.
+    buffer: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// The running statement's writes.
+    stmt: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Keys this transaction holds pessimistic locks on (or, optimistic, wants Lock records).
+    locked: BTreeSet<Vec<u8>>,
+    primary: Option<Vec<u8>>,
+}
+
+impl Transaction {
+    /// Begins a transaction at a fresh timestamp.
+    pub async fn begin(client: Arc<dyn Client>, oracle: Arc<dyn Oracle>, opts: TxnOptions) -> Result<Transaction> {
+        let start_ts = oracle.get_ts().await?;
+        Ok(Transaction {
+            client,
+            oracle,
+            opts,
+            start_ts,
+            read_ts: start_ts,
+            buffer: BTreeMap::new(),
+            stmt: BTreeMap::new(),
+            locked: BTreeSet::new(),
+            primary: None,
+        })
+    }
+
+    /// The start timestamp (the transaction's identity).
+    pub fn start_ts(&self) -> Timestamp {
+        self.start_ts
+    }
+
+    /// The options it runs with.
+    pub fn options(&self) -> TxnOptions {
+        self.opts
+    }
+
+    /// Whether the transaction has written or locked anything.
+    pub fn is_dirty(&self) -> bool {
+        !self.buffer.is_empty() || !self.stmt.is_empty() || !self.locked.is_empty()
+    }
+
+    /// Marks the start of a statement (READ COMMITTED takes a new read timestamp).
+    pub async fn start_statement(&mut self) -> Result<()> {
+        self.stmt.clear();
+        if self.opts.isolation == Isolation::ReadCommitted {
+            self.read_ts = self.oracle.get_ts().await?;
+        }
+        Ok(())
+    }
+
+    /// Ends a statement: keeps its writes if it succeeded, drops them otherwise.
+    pub fn end_statement(&mut self, ok: bool) {
+        let stmt = std::mem::take(&mut self.stmt);
+        if ok {
+            self.buffer.extend(stmt);
+        }
+    }
+
+    fn buffered(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
+        self.stmt.get(key).or_else(|| self.buffer.get(key))
+    }
+
+    async fn get_at(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut attempt = 0;
+        loop {
+            match self.client.batch_get(keys, ts).await {
+                Err(Error::KeyLocked(lock)) if attempt < MAX_RESOLVE_ATTEMPTS => {
+                    resolve_lock(self.client.as_ref(), self.oracle.as_ref(), &lock, attempt).await?;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Reads keys at the snapshot, seeing this transaction's own writes.
+    pub async fn batch_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        let missing: Vec<Vec<u8>> = keys.iter().filter(|k| self.buffered(k).is_none()).cloned().collect();
+        let fetched = if missing.is_empty() { Vec::new() } else { self.get_at(&missing, self.read_ts).await? };
+        let mut fetched = fetched.into_iter();
+        Ok(keys
+            .iter()
+            .map(|k| match self.buffered(k) {
+                Some(v) => v.clone(),
+                None => fetched.next().flatten(),
+            })
+            .collect())
+    }
+
+    /// Reads one key at the snapshot.
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.batch_get(&[key.to_vec()]).await?.into_iter().next().flatten())
+    }
+
+    /// Reads `[start, end)` at the snapshot with this transaction's writes applied, up to
+    /// `limit` entries.
+    pub async fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut attempt = 0;
+        let stored = loop {
+            match self.client.scan(start, end, self.read_ts, usize::MAX).await {
+                Err(Error::KeyLocked(lock)) if attempt < MAX_RESOLVE_ATTEMPTS => {
+                    resolve_lock(self.client.as_ref(), self.oracle.as_ref(), &lock, attempt).await?;
+                    attempt += 1;
+                }
+                other => break other?,
+            }
+        };
+        if self.buffer.is_empty() && self.stmt.is_empty() {
+            let mut stored = stored;
+            stored.truncate(limit);
+            return Ok(stored);
+        }
+        let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = stored.into_iter().map(|(k, v)| (k, Some(v))).collect();
+        let range = (Bound::Included(start.to_vec()), Bound::Excluded(end.to_vec()));
+        for (k, v) in self.buffer.range(range.clone()).chain(self.stmt.range(range)) {
+            merged.insert(k.clone(), v.clone());
+        }
+        Ok(merged.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).take(limit).collect())
+    }
+
+    /// Locks `keys` (pessimistic mode) and returns their latest committed values, overlaid
+    /// with this transaction's writes. In optimistic mode it reads the snapshot and records
+    /// the keys so that commit checks nobody changed them.
+    pub async fn lock_and_get(&mut self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        if self.opts.mode == LockMode::Optimistic {
+            self.locked.extend(keys.iter().cloned());
+            return self.batch_get(keys).await;
+        }
+        let to_lock: Vec<Vec<u8>> = keys.iter().filter(|k| !self.locked.contains(*k)).cloned().collect();
+        let mut read_ts = self.read_ts;
+        if !to_lock.is_empty() {
+            let primary = self.primary.get_or_insert_with(|| to_lock[0].clone()).clone();
+            loop {
+                let for_update_ts = self.oracle.get_ts().await?;
+                let req = PessimisticLockRequest {
+                    keys: to_lock.clone(),
+                    primary: primary.clone(),
+                    start_ts: self.start_ts,
+                    for_update_ts,
+                    ttl_ms: PESSIMISTIC_TTL_MS,
+                    wait_timeout_ms: Some(self.opts.lock_wait_timeout_ms),
+                };
+                match self.client.pessimistic_lock(req).await {
+                    Ok(()) => {
+                        read_ts = for_update_ts;
+                        break;
+                    }
+                    Err(Error::WriteConflict { .. }) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            self.locked.extend(to_lock);
+        } else {
+            read_ts = read_ts.max(self.oracle.get_ts().await?);
+        }
+        let missing: Vec<Vec<u8>> = keys.iter().filter(|k| self.buffered(k).is_none()).cloned().collect();
+        let fetched = if missing.is_empty() { Vec::new() } else { self.get_at(&missing, read_ts).await? };
+        let mut fetched = fetched.into_iter();
+        Ok(keys
+            .iter()
+            .map(|k| match self.buffered(k) {
+                Some(v) => v.clone(),
+                None => fetched.next().flatten(),
+            })
+            .collect())
+    }
+
+    /// Buffers a write of `key`.
+    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.stmt.insert(key, Some(value));
+    }
+
+    /// Buffers a deletion of `key`.
+    pub fn delete(&mut self, key: Vec<u8>) {
+        self.stmt.insert(key, None);
+    }
+
+    /// Commits with two-phase commit. Durable when it returns.
+    pub async fn commit(mut self) -> Result<Option<Timestamp>> {
+        self.end_statement(true);
+        let mut mutations: Vec<Mutation> = Vec::with_capacity(self.buffer.len() + self.locked.len());
+        for (k, v) in std::mem::take(&mut self.buffer) {
+            mutations.push(match v {
+                Some(v) => Mutation::Put(k, v),
+                None => Mutation::Delete(k),
+            });
+        }
+        let written: BTreeSet<&[u8]> = mutations.iter().map(|m| m.key()).collect();
+        let lock_only: Vec<Vec<u8>> = self.locked.iter().filter(|k| !written.contains(k.as_slice())).cloned().collect();
+        if mutations.is_empty() && (self.opts.mode == LockMode::Optimistic || lock_only.is_empty()) {
+            return Ok(None);
+        }
+        if mutations.is_empty() {
+            // Only SELECT ... FOR UPDATE locks: nothing to commit, just release them.
+            self.client.rollback(&lock_only, self.start_ts).await?;
+            return Ok(None);
+        }
+        mutations.extend(lock_only.into_iter().map(Mutation::Lock));
+        let primary = match &self.primary {
+            Some(p) => p.clone(),
+            None => mutations[0].key().to_vec(),
+        };
+        // The primary goes first so a remote store can commit it before the secondaries.
+        if let Some(pos) = mutations.iter().position(|m| m.key() == primary.as_slice()) {
+            mutations.swap(0, pos);
+        }
+        let keys: Vec<Vec<u8>> = mutations.iter().map(|m| m.key().to_vec()).collect();
+        let locked = mutations.iter().map(|m| self.locked.contains(m.key())).collect();
+        let req = PrewriteRequest {
+            mutations,
+            primary,
+            start_ts: self.start_ts,
+            ttl_ms: PREWRITE_TTL_MS,
+            mode: self.opts.mode,
+            locked,
+        };
+        let mut attempt = 0;
+        loop {
+            match self.client.prewrite(req.clone()).await {
+                Ok(()) => break,
+                Err(Error::KeyLocked(lock)) if attempt < MAX_RESOLVE_ATTEMPTS => {
+                    resolve_lock(self.client.as_ref(), self.oracle.as_ref(), &lock, attempt).await?;
+                    attempt += 1;
+                }
+                Err(e) => {
+                    let _ = self.client.rollback(&keys, self.start_ts).await;
+                    return Err(e);
+                }
+            }
+        }
+        let commit_ts = self.oracle.get_ts().await?;
+        if let Err(e) = self.client.commit(&keys, self.start_ts, commit_ts).await {
+            let _ = self.client.rollback(&keys, self.start_ts).await;
+            return Err(e);
+        }
+        Ok(Some(commit_ts))
+    }
+
+    /// Rolls back: releases every lock this transaction took.
+    pub async fn rollback(mut self) -> Result<()> {
+        self.buffer.clear();
+        self.stmt.clear();
+        if self.opts.mode == LockMode::Pessimistic && !self.locked.is_empty() {
+            let keys: Vec<Vec<u8>> = std::mem::take(&mut self.locked).into_iter().collect();
+            self.client.rollback(&keys, self.start_ts).await?;
+        }
+        Ok(())
+    }
+}
