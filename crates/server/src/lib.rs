@@ -1,1 +1,11 @@
-//! placeholder
+//! The MySQL wire protocol server: packet framing, handshake and authentication
+//! (`mysql_native_password`, `caching_sha2_password`), text queries, binary prepared
+//! statements and result sets, driving one `sql::Session` per connection.
+
+pub mod auth;
+pub mod codec;
+pub mod conn;
+pub mod packet;
+pub mod server;
+
+pub use server::{Server, ServerOptions};

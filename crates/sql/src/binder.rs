@@ -417,7 +417,7 @@ impl<'a> Binder<'a> {
                     for (x, y) in [(a, b), (b, a)] {
                         if let Expr::Column(c) = **x {
                             if c >= off && c < off + width && y.columns().iter().all(|&i| i < off) && !y.has_subquery() {
-                                lookup_keys.push((c - off, (**y).clone().rebase(0, true)?));
+                                lookup_keys.push((c - off, (**y).clone().to_outer()?));
                             }
                         }
                     }

@@ -328,6 +328,18 @@ impl Expr {
         })
     }
 
+    /// Turns every column reference into a reference to the innermost outer row (the
+    /// expression will run with the current row pushed as an outer row).
+    pub fn to_outer(self) -> Result<Expr> {
+        self.transform(&mut |e| {
+            Ok(match e {
+                Expr::Column(i) => Expr::Outer(0, i),
+                Expr::Outer(d, i) => Expr::Outer(d + 1, i),
+                other => other,
+            })
+        })
+    }
+
     /// The set of column indexes the expression reads.
     pub fn columns(&self) -> Vec<usize> {
         let mut out = Vec::new();

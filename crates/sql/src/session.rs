@@ -239,6 +239,12 @@ impl Session {
     /// Runs a COM_QUERY text, which may hold several statements. Results stop at the first
     /// error.
     pub async fn execute(&mut self, sql: &str) -> Vec<Result<QueryResult>> {
+        self.execute_text(sql, true).await
+    }
+
+    /// Runs a COM_QUERY text; several statements are an error unless `allow_multi` (the
+    /// client's CLIENT_MULTI_STATEMENTS).
+    pub async fn execute_text(&mut self, sql: &str, allow_multi: bool) -> Vec<Result<QueryResult>> {
         if let Some(r) = self.special(sql).await {
             return vec![r];
         }
@@ -248,6 +254,11 @@ impl Session {
         };
         if stmts.is_empty() {
             return vec![Err(Error::user(Code::Parse, "Query was empty"))];
+        }
+        if stmts.len() > 1 && !allow_multi {
+            return vec![Err(Error::parse(
+                "You have an error in your SQL syntax; several statements need CLIENT_MULTI_STATEMENTS",
+            ))];
         }
         let mut out = Vec::with_capacity(stmts.len());
         for s in stmts {
@@ -259,6 +270,14 @@ impl Session {
             }
         }
         out
+    }
+
+    /// Column definitions of a table (COM_FIELD_LIST).
+    pub fn field_list(&self, table: &str) -> Result<Vec<Column>> {
+        let db = self.db.clone().ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
+        let t = self.engine.catalog.table(&db, table)?;
+        let scope = Binder::table_scope(&t, &t.name);
+        Ok(scope.columns.iter().map(|c| Column::from_output(&c.meta, None)).collect())
     }
 
     /// Prepares a statement; returns its id.

@@ -1,1 +1,190 @@
-fn main() {}
+//! The `strata` binary. `strata server` runs the embedded single node: RocksDB storage,
+//! Percolator MVCC, the SQL engine and the MySQL protocol in one process.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use strata_common::Timestamp;
+use strata_kv::{Client, Oracle};
+use strata_mvcc::{LocalClient, LocalOracle, MvccStore, SystemClock};
+use strata_server::{Server, ServerOptions};
+use strata_sql::Engine;
+use strata_storage_rocks::RocksEngine;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+#[derive(Parser)]
+#[command(name = "strata", version, about = "Strata: a MySQL-compatible HTAP database")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the embedded single-node server.
+    Server(ServerArgs),
+}
+
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// MySQL protocol port (0 picks a free port).
+    #[arg(long, default_value_t = 4000)]
+    port: u16,
+    /// HTTP status port (0 picks a free port).
+    #[arg(long, default_value_t = 10080)]
+    status_port: u16,
+    /// Data directory.
+    #[arg(long, default_value = "./strata-data")]
+    data_dir: PathBuf,
+    /// Password of root (empty by default).
+    #[arg(long, default_value = "")]
+    root_password: String,
+    /// How long old versions are kept for readers, in seconds (tidb_gc_life_time).
+    #[arg(long, default_value_t = 600)]
+    gc_life_time: u64,
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Server(args) => {
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            rt.block_on(server(args))
+        }
+    }
+}
+
+async fn server(args: ServerArgs) -> Result<()> {
+    std::fs::create_dir_all(&args.data_dir).with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
+    let rocks = match RocksEngine::open(&args.data_dir.join("kv")) {
+        Ok(r) => r,
+        Err(e) if e.to_string().contains("lock") => {
+            bail!("data dir {} is locked by another process ({e})", args.data_dir.display())
+        }
+        Err(e) => bail!("cannot open storage in {}: {e}", args.data_dir.display()),
+    };
+    let engine: Arc<dyn strata_storage::Engine> = Arc::new(rocks);
+    let store = Arc::new(MvccStore::new(engine.clone()));
+    let local = LocalClient::new(store.clone(), true);
+    let recovered = local.recover_locks()?;
+    if recovered > 0 {
+        info!("resolved {recovered} locks left by transactions that were running at the last stop");
+    }
+    let oracle = Arc::new(LocalOracle::open(engine.clone(), Arc::new(SystemClock))?);
+    let client: Arc<dyn Client> = Arc::new(local);
+    let sql = Engine::open(client, oracle.clone() as Arc<dyn Oracle>).await?;
+
+    let addr = format!("{}:{}", args.host, args.port);
+    let server = Server::bind(&addr, sql.clone(), ServerOptions { root_password: args.root_password.clone(), ..Default::default() })
+        .await
+        .with_context(|| format!("cannot listen on {addr} (is the port taken?)"))?;
+    let status_addr = format!("{}:{}", args.host, args.status_port);
+    let status = tokio::net::TcpListener::bind(&status_addr).await.with_context(|| format!("cannot listen on {status_addr} (is the port taken?)"))?;
+    let sql_addr = server.local_addr()?;
+    let status_bound = status.local_addr()?;
+    info!(
+        "Strata {} listening on {} (MySQL protocol), status on http://{}, data in {}",
+        env!("CARGO_PKG_VERSION"),
+        sql_addr,
+        status_bound,
+        args.data_dir.display()
+    );
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let connections = server.connection_count();
+    let app = axum::Router::new()
+        .route(
+            "/status",
+            axum::routing::get({
+                let c = connections.clone();
+                move || async move {
+                    format!("{{\"version\":\"{}\",\"connections\":{}}}\n", strata_sql::VERSION, c.load(Ordering::Relaxed))
+                }
+            }),
+        )
+        .route(
+            "/metrics",
+            axum::routing::get({
+                let c = connections.clone();
+                move || async move { format!("# TYPE strata_connections gauge\nstrata_connections {}\n", c.load(Ordering::Relaxed)) }
+            }),
+        );
+    let mut status_stop = stop_rx.clone();
+    let status_task = tokio::spawn(async move {
+        let _ = axum::serve(status, app)
+            .with_graceful_shutdown(async move {
+                let _ = status_stop.changed().await;
+            })
+            .await;
+    });
+
+    // Garbage collection behind the safe point.
+    let gc_store = store.clone();
+    let gc_oracle = oracle.clone();
+    let gc_sql = sql.clone();
+    let life_ms = args.gc_life_time * 1000;
+    let mut gc_stop = stop_rx.clone();
+    let gc_task = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(60)) => {}
+                _ = gc_stop.changed() => return,
+            }
+            let Ok(now) = gc_oracle.get_ts().await else { continue };
+            let mut safe = Timestamp::compose(now.physical_ms().saturating_sub(life_ms), 0);
+            if let Some(active) = gc_sql.min_active_ts() {
+                safe = safe.min(active.prev());
+            }
+            let s = gc_store.clone();
+            match tokio::task::spawn_blocking(move || s.gc(safe)).await {
+                Ok(Ok(stats)) if stats.versions_removed > 0 => info!("gc removed {} old versions", stats.versions_removed),
+                Ok(Err(e)) => warn!("gc failed: {e}"),
+                _ => {}
+            }
+        }
+    });
+
+    let serve = tokio::spawn(server.run(stop_rx));
+    shutdown_signal().await;
+    info!("shutting down");
+    let _ = stop_tx.send(true);
+    let _ = serve.await;
+    let _ = status_task.await;
+    gc_task.abort();
+    // Make sure everything acknowledged is on disk before exit.
+    engine.write(strata_storage::WriteBatch::default(), true)?;
+    info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,344 @@
+//! One client connection: handshake and authentication, then a loop reading commands and
+//! writing results. A malformed command gets an ERR packet and the connection goes on; an
+//! oversized packet or a broken handshake closes it. Closing rolls back an open transaction.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use strata_common::{Code, Error};
+use strata_sql::result::Column;
+use strata_sql::{QueryResult, Session};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tracing::debug;
+
+use crate::auth;
+use crate::codec::{self, caps, status, Command};
+use crate::packet::{PacketIo, ReadError};
+use crate::server::ServerOptions;
+
+struct Stmt {
+    params: usize,
+    types: Vec<(u8, bool)>,
+    long: Vec<Option<Vec<u8>>>,
+}
+
+/// A client connection.
+pub struct Connection<S> {
+    io: PacketIo<S>,
+    session: Session,
+    opts: Arc<ServerOptions>,
+    caps: u32,
+    stmts: HashMap<u32, Stmt>,
+}
+
+/// Why a connection ended abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnError {
+    /// Socket failure.
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    /// The handshake failed.
+    #[error("handshake: {0}")]
+    Handshake(String),
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
+    /// Wraps an accepted stream.
+    pub fn new(stream: S, session: Session, opts: Arc<ServerOptions>) -> Connection<S> {
+        let max = opts.max_packet;
+        Connection { io: PacketIo::new(stream, max), session, opts, caps: 0, stmts: HashMap::new() }
+    }
+
+    fn status(&self) -> u16 {
+        let mut s = 0;
+        if self.session.in_transaction() {
+            s |= status::IN_TRANS;
+        }
+        if self.session.autocommit() {
+            s |= status::AUTOCOMMIT;
+        }
+        s
+    }
+
+    fn send_error(&mut self, e: &Error) {
+        let code = e.code();
+        let msg = e.to_string();
+        self.io.write(&codec::err_packet(code.number(), code.sqlstate(), &msg));
+    }
+
+    /// Runs the connection to its end.
+    pub async fn run(mut self) -> Result<(), ConnError> {
+        let r = self.serve().await;
+        let _ = self.session.rollback().await;
+        r
+    }
+
+    async fn serve(&mut self) -> Result<(), ConnError> {
+        self.handshake().await?;
+        loop {
+            let payload = match self.io.read().await {
+                Ok(p) => p,
+                Err(ReadError::Closed) => return Ok(()),
+                Err(ReadError::TooLarge) => {
+                    self.send_error(&Error::user(Code::NetPacketTooLarge, "Got a packet bigger than 'max_allowed_packet' bytes"));
+                    self.io.flush().await?;
+                    return Ok(());
+                }
+                Err(ReadError::Io(e)) => return Err(e.into()),
+            };
+            let cmd = match codec::parse_command(&payload) {
+                Ok(c) => c,
+                Err(e) => {
+                    self.send_error(&e);
+                    self.io.flush().await?;
+                    continue;
+                }
+            };
+            if cmd == Command::Quit {
+                return Ok(());
+            }
+            self.dispatch(cmd).await;
+            self.io.flush().await?;
+        }
+    }
+
+    async fn handshake(&mut self) -> Result<(), ConnError> {
+        let scramble = auth::scramble();
+        let mut p = vec![0x0a];
+        p.extend_from_slice(strata_sql::VERSION.as_bytes());
+        p.push(0);
+        p.extend_from_slice(&self.session.conn_id.to_le_bytes());
+        p.extend_from_slice(&scramble[..8]);
+        p.push(0);
+        p.extend_from_slice(&(caps::SERVER as u16).to_le_bytes());
+        p.push(46); // utf8mb4_bin
+        p.extend_from_slice(&status::AUTOCOMMIT.to_le_bytes());
+        p.extend_from_slice(&((caps::SERVER >> 16) as u16).to_le_bytes());
+        p.push(21);
+        p.extend_from_slice(&[0; 10]);
+        p.extend_from_slice(&scramble[8..]);
+        p.push(0);
+        p.extend_from_slice(auth::NATIVE.as_bytes());
+        p.push(0);
+        self.io.seq = 0;
+        self.io.write(&p);
+        self.io.flush().await?;
+        let payload = match self.io.read().await {
+            Ok(p) => p,
+            Err(ReadError::Io(e)) => return Err(e.into()),
+            Err(_) => return Err(ConnError::Handshake("client went away".into())),
+        };
+        let resp = match codec::parse_handshake_response(&payload) {
+            Ok(r) => r,
+            Err(e) => {
+                self.send_error(&e);
+                self.io.flush().await?;
+                return Err(ConnError::Handshake(e.to_string()));
+            }
+        };
+        if resp.caps & caps::SSL != 0 {
+            self.send_error(&Error::unsupported("TLS"));
+            self.io.flush().await?;
+            return Err(ConnError::Handshake("client asked for TLS".into()));
+        }
+        self.caps = resp.caps & caps::SERVER;
+        let mut plugin = resp.plugin.clone().unwrap_or_else(|| auth::NATIVE.to_string());
+        let mut response = resp.auth.clone();
+        if plugin != auth::NATIVE && plugin != auth::CACHING_SHA2 {
+            // Ask the client to switch to mysql_native_password.
+            let mut sw = vec![0xfe];
+            sw.extend_from_slice(auth::NATIVE.as_bytes());
+            sw.push(0);
+            sw.extend_from_slice(&scramble);
+            sw.push(0);
+            self.io.write(&sw);
+            self.io.flush().await?;
+            response = match self.io.read().await {
+                Ok(p) => p,
+                Err(ReadError::Io(e)) => return Err(e.into()),
+                Err(_) => return Err(ConnError::Handshake("client went away during auth switch".into())),
+            };
+            plugin = auth::NATIVE.to_string();
+        }
+        let password = self.opts.root_password.as_bytes();
+        if !auth::verify(&plugin, password, &scramble, &response) {
+            let e = Error::user(
+                Code::AccessDenied,
+                format!("Access denied for user '{}'@'localhost' (using password: {})", resp.user, if response.is_empty() { "NO" } else { "YES" }),
+            );
+            self.send_error(&e);
+            self.io.flush().await?;
+            return Err(ConnError::Handshake("access denied".into()));
+        }
+        if plugin == auth::CACHING_SHA2 && !password.is_empty() {
+            self.io.write(&[0x01, 0x03]); // fast authentication succeeded
+        }
+        if let Some(db) = &resp.db {
+            if let Err(e) = self.session.use_database(db) {
+                self.send_error(&e);
+                self.io.flush().await?;
+                return Err(ConnError::Handshake(e.to_string()));
+            }
+        }
+        let ok = codec::ok_packet(0, 0, self.status(), 0, "");
+        self.io.write(&ok);
+        self.io.flush().await?;
+        Ok(())
+    }
+
+    fn send_result(&mut self, r: QueryResult, more: bool, binary: bool) {
+        let more_flag = if more { status::MORE_RESULTS } else { 0 };
+        match r {
+            QueryResult::Ok { affected, matched, last_insert_id, info, .. } => {
+                let n = if self.caps & caps::FOUND_ROWS != 0 { matched } else { affected };
+                let ok = codec::ok_packet(n, last_insert_id, self.status() | more_flag, self.session.warning_count(), &info);
+                self.io.write(&ok);
+            }
+            QueryResult::Rows { columns, rows } => {
+                let mut count = Vec::new();
+                codec::put_lenenc(&mut count, columns.len() as u64);
+                self.io.write(&count);
+                for c in &columns {
+                    self.io.write(&codec::column_def(c, false));
+                }
+                self.io.write(&codec::eof_packet(self.status(), 0));
+                for row in &rows {
+                    let payload = if binary { codec::binary_row(&columns, row) } else { codec::text_row(row) };
+                    self.io.write(&payload);
+                }
+                let eof = codec::eof_packet(self.status() | more_flag, self.session.warning_count());
+                self.io.write(&eof);
+            }
+        }
+    }
+
+    async fn dispatch(&mut self, cmd: Command<'_>) {
+        match cmd {
+            Command::Quit => {}
+            Command::Ping => {
+                let ok = codec::ok_packet(0, 0, self.status(), 0, "");
+                self.io.write(&ok);
+            }
+            Command::InitDb(db) => {
+                let db = String::from_utf8_lossy(db).into_owned();
+                match self.session.use_database(&db) {
+                    Ok(()) => {
+                        let ok = codec::ok_packet(0, 0, self.status(), 0, "");
+                        self.io.write(&ok);
+                    }
+                    Err(e) => self.send_error(&e),
+                }
+            }
+            Command::Query(q) => {
+                let sql = String::from_utf8_lossy(q).into_owned();
+                debug!(conn = self.session.conn_id, %sql, "query");
+                let allow_multi = self.caps & caps::MULTI_STATEMENTS != 0;
+                let results = self.session.execute_text(&sql, allow_multi).await;
+                let n = results.len();
+                for (i, r) in results.into_iter().enumerate() {
+                    match r {
+                        Ok(r) => self.send_result(r, i + 1 < n, false),
+                        Err(e) => {
+                            self.send_error(&e);
+                            break;
+                        }
+                    }
+                }
+            }
+            Command::FieldList(table) => {
+                let t = String::from_utf8_lossy(table).into_owned();
+                match self.session.field_list(&t) {
+                    Ok(cols) => {
+                        for c in &cols {
+                            self.io.write(&codec::column_def(c, true));
+                        }
+                        self.io.write(&codec::eof_packet(self.status(), 0));
+                    }
+                    Err(e) => self.send_error(&e),
+                }
+            }
+            Command::Statistics => self.io.write(b"Uptime: 1  Threads: 1  Questions: 0  Slow queries: 0  Opens: 0  Open tables: 0"),
+            Command::Prepare(q) => {
+                let sql = String::from_utf8_lossy(q).into_owned();
+                match self.session.prepare(&sql).await {
+                    Ok((id, params, columns)) => {
+                        self.stmts.insert(id, Stmt { params, types: Vec::new(), long: vec![None; params] });
+                        let mut p = vec![0x00];
+                        p.extend_from_slice(&id.to_le_bytes());
+                        p.extend_from_slice(&(columns.len() as u16).to_le_bytes());
+                        p.extend_from_slice(&(params as u16).to_le_bytes());
+                        p.push(0);
+                        p.extend_from_slice(&0u16.to_le_bytes());
+                        self.io.write(&p);
+                        if params > 0 {
+                            let c = Column::text("?");
+                            for _ in 0..params {
+                                self.io.write(&codec::column_def(&c, false));
+                            }
+                            self.io.write(&codec::eof_packet(self.status(), 0));
+                        }
+                        if !columns.is_empty() {
+                            for c in &columns {
+                                self.io.write(&codec::column_def(c, false));
+                            }
+                            self.io.write(&codec::eof_packet(self.status(), 0));
+                        }
+                    }
+                    Err(e) => self.send_error(&e),
+                }
+            }
+            Command::Execute(id, body) => {
+                let Some(stmt) = self.stmts.get_mut(&id) else {
+                    self.send_error(&Error::user(Code::UnknownStmtHandler, format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute")));
+                    return;
+                };
+                let params = match codec::parse_execute_params(body, stmt.params, &mut stmt.types, &mut stmt.long) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.send_error(&e);
+                        return;
+                    }
+                };
+                match self.session.execute_prepared(id, &params).await {
+                    Ok(r) => self.send_result(r, false, true),
+                    Err(e) => self.send_error(&e),
+                }
+            }
+            Command::LongData(id, param, data) => {
+                // No response is sent for COM_STMT_SEND_LONG_DATA.
+                if let Some(stmt) = self.stmts.get_mut(&id) {
+                    if let Some(slot) = stmt.long.get_mut(param as usize) {
+                        slot.get_or_insert_with(Vec::new).extend_from_slice(data);
+                    }
+                }
+            }
+            Command::Close(id) => {
+                self.stmts.remove(&id);
+                self.session.close_prepared(id);
+            }
+            Command::Reset(id) => match self.stmts.get_mut(&id) {
+                Some(stmt) => {
+                    stmt.long.iter_mut().for_each(|l| *l = None);
+                    let ok = codec::ok_packet(0, 0, self.status(), 0, "");
+                    self.io.write(&ok);
+                }
+                None => self.send_error(&Error::user(Code::UnknownStmtHandler, format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_reset"))),
+            },
+            Command::SetOption(opt) => {
+                if opt == 0 {
+                    self.caps |= caps::MULTI_STATEMENTS;
+                } else {
+                    self.caps &= !caps::MULTI_STATEMENTS;
+                }
+                self.io.write(&codec::eof_packet(self.status(), 0));
+            }
+            Command::ResetConnection => {
+                let _ = self.session.rollback().await;
+                self.stmts.clear();
+                let ok = codec::ok_packet(0, 0, self.status(), 0, "");
+                self.io.write(&ok);
+            }
+            Command::Unknown(c) => self.send_error(&Error::user(Code::UnknownCom, format!("Unknown command {c:#04x}"))),
+        }
+    }
+}

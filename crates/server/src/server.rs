@@ -1,0 +1,88 @@
+//! The listener: accepts connections and runs each on its own task until shutdown.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use strata_sql::Engine;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::conn::Connection;
+
+/// Server settings.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// Root's password (empty by default).
+    pub root_password: String,
+    /// max_allowed_packet.
+    pub max_packet: usize,
+}
+
+impl Default for ServerOptions {
+    fn default() -> ServerOptions {
+        ServerOptions { root_password: String::new(), max_packet: 64 << 20 }
+    }
+}
+
+/// A bound MySQL protocol server.
+pub struct Server {
+    listener: TcpListener,
+    engine: Arc<Engine>,
+    opts: Arc<ServerOptions>,
+    connections: Arc<AtomicUsize>,
+}
+
+impl Server {
+    /// Binds `addr` (fails if the port is taken).
+    pub async fn bind(addr: &str, engine: Arc<Engine>, opts: ServerOptions) -> std::io::Result<Server> {
+        let listener = TcpListener::bind(addr).await?;
+        Ok(Server { listener, engine, opts: Arc::new(opts), connections: Arc::new(AtomicUsize::new(0)) })
+    }
+
+    /// The bound address (useful with port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Open connections.
+    pub fn connection_count(&self) -> Arc<AtomicUsize> {
+        self.connections.clone()
+    }
+
+    /// Serves until `shutdown` becomes true.
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                accepted = self.listener.accept() => {
+                    let (stream, peer) = match accepted {
+                        Ok(x) => x,
+                        Err(e) => {
+                            warn!("accept failed: {e}");
+                            continue;
+                        }
+                    };
+                    let _ = stream.set_nodelay(true);
+                    let session = self.engine.session("root");
+                    let opts = self.opts.clone();
+                    let count = self.connections.clone();
+                    count.fetch_add(1, Ordering::Relaxed);
+                    tokio::spawn(async move {
+                        let id = session.conn_id;
+                        let conn = Connection::new(stream, session, opts);
+                        if let Err(e) = conn.run().await {
+                            info!(conn = id, %peer, "connection ended: {e}");
+                        }
+                        count.fetch_sub(1, Ordering::Relaxed);
+                    });
+                }
+                _ = shutdown.changed() => {
+                    if *shutdown.borrow() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
