@@ -765,7 +765,13 @@ impl<'a> Binder<'a> {
         let find = |s: &Scope| -> Result<Option<usize>> {
             let mut hit = None;
             for (i, c) in s.columns.iter().enumerate() {
-                if c.name == name && table.as_ref().is_none_or(|t| *t == c.table) {
+                // `__new__` (the row of INSERT ... ON DUPLICATE KEY UPDATE) is only visible
+                // through VALUES(col), which the DML layer rewrites to a qualified name.
+                let visible = match &table {
+                    Some(t) => *t == c.table,
+                    None => c.table != "__new__",
+                };
+                if c.name == name && visible {
                     if hit.is_some() {
                         return Err(Error::user(Code::NonUniq, format!("Column '{}' in field list is ambiguous", parts.join("."))));
                     }

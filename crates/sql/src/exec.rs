@@ -450,7 +450,9 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Vec<Row>, group: &[Expr], aggs: 
                 Acc::Avg(Some(s), n) => match s {
                     Value::Decimal(d) => {
                         let q = d / Decimal::from(n);
-                        Value::Decimal(q.round_dp_with_strategy(d.scale() + 4, rust_decimal::RoundingStrategy::MidpointAwayFromZero))
+                        let mut q = q.round_dp_with_strategy(d.scale() + 4, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
+                        q.rescale(d.scale() + 4);
+                        Value::Decimal(q)
                     }
                     other => Value::Double(other.as_f64().unwrap_or(0.0) / n as f64),
                 },

@@ -669,7 +669,11 @@ fn arith(op: BinOp, a: Value, b: Value) -> Result<Value> {
                     if y.is_zero() {
                         return Ok(Value::Null);
                     }
-                    x.checked_div(y).map(|q| q.round_dp_with_strategy(x.scale() + 4, RoundingStrategy::MidpointAwayFromZero))
+                    x.checked_div(y).map(|q| {
+                        let mut q = q.round_dp_with_strategy(x.scale() + 4, RoundingStrategy::MidpointAwayFromZero);
+                        q.rescale(x.scale() + 4);
+                        q
+                    })
                 }
                 BinOp::IntDiv => {
                     if y.is_zero() {

@@ -1,0 +1,96 @@
+//! Test harness: runs the real `strata` binary on loopback with a fresh data directory,
+//! on ports it picks itself (port 0), and connects with a real MySQL driver.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+
+/// A running server process.
+pub struct StrataProcess {
+    child: Option<Child>,
+    /// The MySQL protocol port.
+    pub port: u16,
+    /// The data directory.
+    pub data_dir: PathBuf,
+}
+
+impl StrataProcess {
+    /// Starts a server on `data_dir` and waits until it listens.
+    pub fn start(data_dir: &Path) -> StrataProcess {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["server", "--host", "127.0.0.1", "--port", "0", "--status-port", "0", "--data-dir"])
+            .arg(data_dir)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn strata");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if !sent {
+                    if let Some(rest) = line.split("listening on ").nth(1) {
+                        let addr = rest.split_whitespace().next().unwrap_or("");
+                        if let Some(port) = addr.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()) {
+                            let _ = tx.send(port);
+                            sent = true;
+                        }
+                    }
+                }
+            }
+        });
+        let port = rx.recv_timeout(Duration::from_secs(60)).expect("strata did not start listening within 60 s");
+        StrataProcess { child: Some(child), port, data_dir: data_dir.to_path_buf() }
+    }
+
+    /// The connection URL for a database (or none).
+    pub fn url(&self, db: Option<&str>) -> String {
+        format!("mysql://root@127.0.0.1:{}/{}", self.port, db.unwrap_or(""))
+    }
+
+    /// A connection pool.
+    pub fn pool(&self, db: Option<&str>) -> mysql_async::Pool {
+        let opts = mysql_async::Opts::from_url(&self.url(db)).expect("url");
+        let builder = mysql_async::OptsBuilder::from_opts(opts).prefer_socket(false);
+        mysql_async::Pool::new(builder)
+    }
+
+    /// Kills the process with SIGKILL (a crash).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Stops the process with SIGTERM and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for StrataProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs statements on a fresh connection, panicking on error.
+pub async fn exec(pool: &mysql_async::Pool, sqls: &[&str]) {
+    let mut c = pool.get_conn().await.expect("connect");
+    for s in sqls {
+        c.query_drop(*s).await.unwrap_or_else(|e| panic!("{s}: {e}"));
+    }
+}

@@ -1,0 +1,166 @@
+//! Transaction anomaly tests over the MySQL wire, named after the anomaly, asserting what
+//! each isolation level promises: no dirty reads anywhere, repeatable reads under
+//! REPEATABLE READ (snapshot isolation) but not under READ COMMITTED, no lost updates
+//! (pessimistic: the second writer waits and applies on the latest value; optimistic: the
+//! second committer fails), write skew allowed under snapshot isolation, and lock waits
+//! ending in 1205 and deadlocks in 1213.
+
+mod common;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
+
+async fn setup(server: &common::StrataProcess, db: &str) -> mysql_async::Pool {
+    let admin = server.pool(None);
+    common::exec(&admin, &[&format!("CREATE DATABASE {db}")]).await;
+    let pool = server.pool(Some(db));
+    common::exec(&pool, &["CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (1, 1), (2, 2)"]).await;
+    pool
+}
+
+async fn value(c: &mut Conn, id: i32) -> i64 {
+    c.query_first(format!("SELECT v FROM t WHERE id = {id}")).await.expect("select").expect("row exists")
+}
+
+fn code(e: &mysql_async::Error) -> Option<u16> {
+    match e {
+        mysql_async::Error::Server(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anomalies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = common::StrataProcess::start(dir.path());
+    anomaly_dirty_read(&server).await;
+    anomaly_non_repeatable_read(&server).await;
+    anomaly_lost_update_pessimistic(&server).await;
+    anomaly_lost_update_optimistic(&server).await;
+    anomaly_write_skew_allowed_under_si(&server).await;
+    lock_wait_timeout_and_deadlock(&server).await;
+}
+
+async fn anomaly_dirty_read(server: &common::StrataProcess) {
+    for level in ["REPEATABLE READ", "READ COMMITTED"] {
+        let db = format!("dirty_{}", level.replace(' ', "_").to_lowercase());
+        let pool = setup(server, &db).await;
+        let mut writer = pool.get_conn().await.expect("conn");
+        let mut reader = pool.get_conn().await.expect("conn");
+        reader.query_drop(format!("SET SESSION TRANSACTION ISOLATION LEVEL {level}")).await.expect("set");
+        writer.query_drop("BEGIN").await.expect("begin");
+        writer.query_drop("UPDATE t SET v = 100 WHERE id = 1").await.expect("update");
+        assert_eq!(value(&mut reader, 1).await, 1, "{level}: an uncommitted write must not be visible");
+        writer.query_drop("ROLLBACK").await.expect("rollback");
+        assert_eq!(value(&mut reader, 1).await, 1);
+    }
+}
+
+async fn anomaly_non_repeatable_read(server: &common::StrataProcess) {
+    for (level, repeatable) in [("REPEATABLE READ", true), ("READ COMMITTED", false)] {
+        let db = format!("nrr_{}", level.replace(' ', "_").to_lowercase());
+        let pool = setup(server, &db).await;
+        let mut reader = pool.get_conn().await.expect("conn");
+        let mut writer = pool.get_conn().await.expect("conn");
+        reader.query_drop(format!("SET SESSION TRANSACTION ISOLATION LEVEL {level}")).await.expect("set");
+        reader.query_drop("BEGIN").await.expect("begin");
+        assert_eq!(value(&mut reader, 1).await, 1);
+        writer.query_drop("UPDATE t SET v = 5 WHERE id = 1").await.expect("update");
+        let again = value(&mut reader, 1).await;
+        if repeatable {
+            assert_eq!(again, 1, "REPEATABLE READ must see its snapshot");
+        } else {
+            assert_eq!(again, 5, "READ COMMITTED sees the latest committed value per statement");
+        }
+        reader.query_drop("COMMIT").await.expect("commit");
+        assert_eq!(value(&mut reader, 1).await, 5);
+    }
+}
+
+async fn anomaly_lost_update_pessimistic(server: &common::StrataProcess) {
+    let pool = setup(server, "lost_update_p").await;
+    let mut a = pool.get_conn().await.expect("conn");
+    let mut b = pool.get_conn().await.expect("conn");
+    a.query_drop("BEGIN").await.expect("begin");
+    b.query_drop("BEGIN").await.expect("begin");
+    a.query_drop("UPDATE t SET v = v + 10 WHERE id = 1").await.expect("a update");
+    // b's update waits for a's lock, then applies to a's committed value.
+    let waiter = tokio::spawn(async move {
+        b.query_drop("UPDATE t SET v = v + 100 WHERE id = 1").await.expect("b update");
+        b.query_drop("COMMIT").await.expect("b commit");
+        b
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "b must wait for a's row lock");
+    a.query_drop("COMMIT").await.expect("a commit");
+    let _b = waiter.await.expect("join");
+    assert_eq!(value(&mut a, 1).await, 111, "both increments survive");
+}
+
+async fn anomaly_lost_update_optimistic(server: &common::StrataProcess) {
+    let pool = setup(server, "lost_update_o").await;
+    let mut a = pool.get_conn().await.expect("conn");
+    let mut b = pool.get_conn().await.expect("conn");
+    a.query_drop("BEGIN OPTIMISTIC").await.expect("begin");
+    b.query_drop("BEGIN OPTIMISTIC").await.expect("begin");
+    a.query_drop("UPDATE t SET v = v + 10 WHERE id = 1").await.expect("a update");
+    b.query_drop("UPDATE t SET v = v + 100 WHERE id = 1").await.expect("b update");
+    a.query_drop("COMMIT").await.expect("a commit");
+    let err = b.query_drop("COMMIT").await.expect_err("b must fail with a write conflict");
+    assert_eq!(code(&err), Some(9007), "{err}");
+    assert_eq!(value(&mut a, 1).await, 11);
+}
+
+async fn anomaly_write_skew_allowed_under_si(server: &common::StrataProcess) {
+    // Two on-call doctors each check that someone else is on call, then go off call.
+    // Snapshot isolation allows both to commit; FOR UPDATE on the rows read prevents it.
+    let pool = setup(server, "write_skew").await;
+    let mut a = pool.get_conn().await.expect("conn");
+    let mut b = pool.get_conn().await.expect("conn");
+    a.query_drop("BEGIN").await.expect("begin");
+    b.query_drop("BEGIN").await.expect("begin");
+    let on_a: i64 = a.query_first("SELECT COUNT(*) FROM t WHERE v > 0").await.expect("q").expect("row");
+    let on_b: i64 = b.query_first("SELECT COUNT(*) FROM t WHERE v > 0").await.expect("q").expect("row");
+    assert_eq!((on_a, on_b), (2, 2));
+    a.query_drop("UPDATE t SET v = 0 WHERE id = 1").await.expect("a update");
+    b.query_drop("UPDATE t SET v = 0 WHERE id = 2").await.expect("b update");
+    a.query_drop("COMMIT").await.expect("a commit");
+    b.query_drop("COMMIT").await.expect("b commit (write skew is allowed under SI)");
+    let on: i64 = a.query_first("SELECT COUNT(*) FROM t WHERE v > 0").await.expect("q").expect("row");
+    assert_eq!(on, 0, "both went off call: the anomaly SI permits");
+}
+
+async fn lock_wait_timeout_and_deadlock(server: &common::StrataProcess) {
+    let pool = setup(server, "locks").await;
+    let mut a = pool.get_conn().await.expect("conn");
+    let mut b = pool.get_conn().await.expect("conn");
+    b.query_drop("SET innodb_lock_wait_timeout = 1").await.expect("set");
+    a.query_drop("BEGIN").await.expect("begin");
+    a.query_drop("SELECT * FROM t WHERE id = 1 FOR UPDATE").await.expect("lock");
+    b.query_drop("BEGIN").await.expect("begin");
+    let err = b.query_drop("UPDATE t SET v = 9 WHERE id = 1").await.expect_err("must time out");
+    assert_eq!(code(&err), Some(1205), "{err}");
+    b.query_drop("ROLLBACK").await.expect("rollback");
+    a.query_drop("ROLLBACK").await.expect("rollback");
+
+    // Deadlock: a locks 1, b locks 2, a waits for 2, b asks for 1.
+    b.query_drop("SET innodb_lock_wait_timeout = 20").await.expect("set");
+    a.query_drop("BEGIN").await.expect("begin");
+    b.query_drop("BEGIN").await.expect("begin");
+    a.query_drop("UPDATE t SET v = v + 1 WHERE id = 1").await.expect("a locks 1");
+    b.query_drop("UPDATE t SET v = v + 1 WHERE id = 2").await.expect("b locks 2");
+    let a_task = tokio::spawn(async move {
+        let r = a.query_drop("UPDATE t SET v = v + 1 WHERE id = 2").await;
+        (a, r)
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let rb = b.query_drop("UPDATE t SET v = v + 1 WHERE id = 1").await;
+    let err = rb.expect_err("b closes the cycle and is the victim");
+    assert_eq!(code(&err), Some(1213), "{err}");
+    // The victim's transaction is rolled back, so a gets its lock.
+    let (mut a, ra) = a_task.await.expect("join");
+    ra.expect("a proceeds once the victim is rolled back");
+    a.query_drop("COMMIT").await.expect("commit");
+    assert_eq!(value(&mut a, 1).await, 2);
+    assert_eq!(value(&mut a, 2).await, 3);
+}
