@@ -184,7 +184,7 @@ mod tests {
         assert!(prefix_end(&table_prefix(t)) <= table_prefix(TableId(43)));
         assert!(table_prefix(TableId(-1)) < table_prefix(TableId(0)));
         let meta = Key::Meta(b"schema".to_vec()).encode();
-        assert!(meta < table_prefix(TableId(i64::MIN)) || meta > prefix_end(&[b't']));
+        assert!(meta < table_prefix(TableId(i64::MIN)) || meta > prefix_end(b"t"));
     }
 
     #[test]

@@ -19,7 +19,7 @@ const DECIMAL: u8 = 0x06;
 const DATE: u8 = 0x07;
 const DATETIME: u8 = 0x08;
 const TIME: u8 = 0x09;
-/// A flag larger than every value flag: `prefix ++ [MAX_FLAG]` is past every key that starts
+/// A flag larger than every value flag: `prefix ++ (MAX_FLAG)` is past every key that starts
 /// with `prefix` followed by an encoded value.
 pub const MAX_FLAG: u8 = 0xFF;
 
@@ -85,7 +85,7 @@ pub fn encode_bytes(out: &mut Vec<u8>, b: &[u8]) {
         }
         out.push(MARKER);
     }
-    if b.len() % GROUP == 0 {
+    if b.len().is_multiple_of(GROUP) {
         out.extend_from_slice(&[0; GROUP]);
         out.push(MARKER - GROUP as u8);
     }

@@ -186,10 +186,7 @@ impl Error {
 
     /// Whether the whole transaction may succeed if the client retries it.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Error::WriteConflict { .. } | Error::LockWaitTimeout | Error::Deadlock | Error::TxnRolledBack(_)
-        )
+        matches!(self, Error::WriteConflict { .. } | Error::LockWaitTimeout | Error::Deadlock | Error::TxnRolledBack(_))
     }
 }
 

@@ -27,7 +27,7 @@ fn days_in_month(year: u16, month: u8) -> u8 {
     match month {
         1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
         4 | 6 | 9 | 11 => 30,
-        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 if (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400) => 29,
         2 => 28,
         _ => 0,
     }
@@ -39,7 +39,7 @@ impl DateTime {
         DateTime { year, month, day, ..DateTime::default() }
     }
 
-    /// Parses `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` (also `T` as separator, and `YYYYMMDD[HHMMSS]`).
+    /// Parses `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` (also `T` as separator, and `YYYYMMDD(HHMMSS)`).
     /// Returns None when the text is not a valid date.
     pub fn parse(text: &str) -> Option<DateTime> {
         let s = text.trim();

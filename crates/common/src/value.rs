@@ -74,7 +74,11 @@ impl Value {
             Value::Bytes(b) => {
                 let s = std::str::from_utf8(b).unwrap_or("").trim();
                 let end = numeric_prefix_len(s.as_bytes());
-                s[..end].parse::<Decimal>().ok().or_else(|| Decimal::from_f64(parse_f64_prefix(b))).or(Some(Decimal::ZERO))
+                s[..end]
+                    .parse::<Decimal>()
+                    .ok()
+                    .or_else(|| Decimal::from_f64(parse_f64_prefix(b)))
+                    .or(Some(Decimal::ZERO))
             }
             Value::Date(d) | Value::DateTime(d) => Some(Decimal::from(datetime_as_number(d))),
             Value::Time(t) => Some(Decimal::from(duration_as_number(*t))),
@@ -138,8 +142,20 @@ impl Value {
             (Null, _) | (_, Null) => return None,
             (Int(a), Int(b)) => a.cmp(b),
             (UInt(a), UInt(b)) => a.cmp(b),
-            (Int(a), UInt(b)) => if *a < 0 { Ordering::Less } else { (*a as u64).cmp(b) },
-            (UInt(a), Int(b)) => if *b < 0 { Ordering::Greater } else { a.cmp(&(*b as u64)) },
+            (Int(a), UInt(b)) => {
+                if *a < 0 {
+                    Ordering::Less
+                } else {
+                    (*a as u64).cmp(b)
+                }
+            }
+            (UInt(a), Int(b)) => {
+                if *b < 0 {
+                    Ordering::Greater
+                } else {
+                    a.cmp(&(*b as u64))
+                }
+            }
             (Bytes(a), Bytes(b)) => trim_pad(a).cmp(trim_pad(b)),
             (Date(a) | DateTime(a), Date(b) | DateTime(b)) => a.cmp(b),
             (Time(a), Time(b)) => a.cmp(b),

@@ -15,7 +15,9 @@ use strata_kv::{LockMode, Mutation, PessimisticLockRequest, PrewriteRequest, Txn
 use strata_storage::{Cf, Engine, WriteBatch};
 
 use crate::latches::Latches;
-use crate::records::{decode_user_key, encode_user_key, split_versioned, versioned, Kind, Lock, Write, SHORT_VALUE_MAX};
+use crate::records::{
+    decode_user_key, encode_user_key, split_versioned, versioned, Kind, Lock, Write, SHORT_VALUE_MAX,
+};
 
 /// Percolator on one engine.
 pub struct MvccStore {
@@ -219,7 +221,11 @@ impl MvccStore {
             let enc = encode_user_key(key);
             if let Some((commit_ts, w)) = self.newest_commit(&enc)? {
                 if commit_ts > req.for_update_ts {
-                    return Err(Error::WriteConflict { start_ts: req.start_ts, conflict_ts: commit_ts, key: key.clone() });
+                    return Err(Error::WriteConflict {
+                        start_ts: req.start_ts,
+                        conflict_ts: commit_ts,
+                        key: key.clone(),
+                    });
                 }
                 if w.start_ts == req.start_ts {
                     return Err(Error::TxnRolledBack(req.start_ts));
@@ -263,7 +269,11 @@ impl MvccStore {
                 None => {
                     if let Some((commit_ts, w)) = self.newest_commit(&enc)? {
                         if req.mode == LockMode::Optimistic && commit_ts > req.start_ts {
-                            return Err(Error::WriteConflict { start_ts: req.start_ts, conflict_ts: commit_ts, key: key.to_vec() });
+                            return Err(Error::WriteConflict {
+                                start_ts: req.start_ts,
+                                conflict_ts: commit_ts,
+                                key: key.to_vec(),
+                            });
                         }
                         if w.start_ts == req.start_ts {
                             return Err(Error::TxnRolledBack(req.start_ts));
@@ -372,7 +382,13 @@ impl MvccStore {
     }
 
     /// Percolator's status check on a primary key; rolls back an expired transaction.
-    pub fn check_txn_status(&self, primary: &[u8], start_ts: Timestamp, current_ts: Timestamp, sync: bool) -> Result<TxnStatus> {
+    pub fn check_txn_status(
+        &self,
+        primary: &[u8],
+        start_ts: Timestamp,
+        current_ts: Timestamp,
+        sync: bool,
+    ) -> Result<TxnStatus> {
         let _g = self.latches.acquire([primary]);
         if let Some(l) = self.load_lock(primary)? {
             if l.start_ts == start_ts {
@@ -402,7 +418,13 @@ impl MvccStore {
     }
 
     /// Commits or rolls back the locks of `start_ts` on `keys` (lock resolution).
-    pub fn resolve(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Option<Timestamp>, sync: bool) -> Result<()> {
+    pub fn resolve(
+        &self,
+        keys: &[Vec<u8>],
+        start_ts: Timestamp,
+        commit_ts: Option<Timestamp>,
+        sync: bool,
+    ) -> Result<()> {
         let _g = self.latches.acquire(keys.iter());
         let mut batch = WriteBatch::default();
         for key in keys {

@@ -432,7 +432,12 @@ pub fn parse_command(payload: &[u8]) -> Result<Command<'_>> {
 /// Decodes COM_STMT_EXECUTE parameters. `types` carries the parameter types bound by an
 /// earlier execution (updated when the client sends new ones); `long_data` holds values
 /// sent with COM_STMT_SEND_LONG_DATA.
-pub fn parse_execute_params(body: &[u8], count: usize, types: &mut Vec<(u8, bool)>, long_data: &mut [Option<Vec<u8>>]) -> Result<Vec<Value>> {
+pub fn parse_execute_params(
+    body: &[u8],
+    count: usize,
+    types: &mut Vec<(u8, bool)>,
+    long_data: &mut [Option<Vec<u8>>],
+) -> Result<Vec<Value>> {
     let mut r = Reader::new(body);
     let _flags = r.u8()?;
     let _iterations = r.u32()?;

@@ -80,7 +80,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 Ok(p) => p,
                 Err(ReadError::Closed) => return Ok(()),
                 Err(ReadError::TooLarge) => {
-                    self.send_error(&Error::user(Code::NetPacketTooLarge, "Got a packet bigger than 'max_allowed_packet' bytes"));
+                    self.send_error(&Error::user(
+                        Code::NetPacketTooLarge,
+                        "Got a packet bigger than 'max_allowed_packet' bytes",
+                    ));
                     self.io.flush().await?;
                     return Ok(());
                 }
@@ -164,7 +167,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         if !auth::verify(&plugin, password, &scramble, &response) {
             let e = Error::user(
                 Code::AccessDenied,
-                format!("Access denied for user '{}'@'localhost' (using password: {})", resp.user, if response.is_empty() { "NO" } else { "YES" }),
+                format!(
+                    "Access denied for user '{}'@'localhost' (using password: {})",
+                    resp.user,
+                    if response.is_empty() { "NO" } else { "YES" }
+                ),
             );
             self.send_error(&e);
             self.io.flush().await?;
@@ -191,7 +198,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         match r {
             QueryResult::Ok { affected, matched, last_insert_id, info, .. } => {
                 let n = if self.caps & caps::FOUND_ROWS != 0 { matched } else { affected };
-                let ok = codec::ok_packet(n, last_insert_id, self.status() | more_flag, self.session.warning_count(), &info);
+                let ok =
+                    codec::ok_packet(n, last_insert_id, self.status() | more_flag, self.session.warning_count(), &info);
                 self.io.write(&ok);
             }
             QueryResult::Rows { columns, rows } => {
@@ -257,7 +265,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     Err(e) => self.send_error(&e),
                 }
             }
-            Command::Statistics => self.io.write(b"Uptime: 1  Threads: 1  Questions: 0  Slow queries: 0  Opens: 0  Open tables: 0"),
+            Command::Statistics => {
+                self.io.write(b"Uptime: 1  Threads: 1  Questions: 0  Slow queries: 0  Opens: 0  Open tables: 0")
+            }
             Command::Prepare(q) => {
                 let sql = String::from_utf8_lossy(q).into_owned();
                 match self.session.prepare(&sql).await {
@@ -289,7 +299,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             }
             Command::Execute(id, body) => {
                 let Some(stmt) = self.stmts.get_mut(&id) else {
-                    self.send_error(&Error::user(Code::UnknownStmtHandler, format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute")));
+                    self.send_error(&Error::user(
+                        Code::UnknownStmtHandler,
+                        format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
+                    ));
                     return;
                 };
                 let params = match codec::parse_execute_params(body, stmt.params, &mut stmt.types, &mut stmt.long) {
@@ -322,7 +335,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     let ok = codec::ok_packet(0, 0, self.status(), 0, "");
                     self.io.write(&ok);
                 }
-                None => self.send_error(&Error::user(Code::UnknownStmtHandler, format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_reset"))),
+                None => self.send_error(&Error::user(
+                    Code::UnknownStmtHandler,
+                    format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_reset"),
+                )),
             },
             Command::SetOption(opt) => {
                 if opt == 0 {

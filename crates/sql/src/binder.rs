@@ -102,7 +102,8 @@ pub fn and_all(mut es: Vec<Expr>) -> Option<Expr> {
 
 /// The object name's last part and optional database.
 pub fn split_name(name: &ast::ObjectName) -> Result<(Option<String>, String)> {
-    let parts: Vec<String> = name.0.iter().map(|p| p.as_ident().map(ident_name).unwrap_or_else(|| p.to_string())).collect();
+    let parts: Vec<String> =
+        name.0.iter().map(|p| p.as_ident().map(ident_name).unwrap_or_else(|| p.to_string())).collect();
     match parts.as_slice() {
         [t] => Ok((None, t.clone())),
         [d, t] => Ok((Some(d.clone()), t.clone())),
@@ -113,7 +114,15 @@ pub fn split_name(name: &ast::ObjectName) -> Result<(Option<String>, String)> {
 impl<'a> Binder<'a> {
     /// A binder for one statement.
     pub fn new(catalog: &'a Catalog, session: &'a SessionInfo) -> Binder<'a> {
-        Binder { catalog, session, outer: Vec::new(), correlated: Vec::new(), subqueries: Vec::new(), ctes: Vec::new(), lock_reads: false }
+        Binder {
+            catalog,
+            session,
+            outer: Vec::new(),
+            correlated: Vec::new(),
+            subqueries: Vec::new(),
+            ctes: Vec::new(),
+            lock_reads: false,
+        }
     }
 
     /// Subqueries collected so far.
@@ -139,7 +148,11 @@ impl<'a> Binder<'a> {
     /// Plans a whole query (the top level of a statement).
     pub fn plan_query(&mut self, q: &ast::Query) -> Result<Query> {
         let plan = self.query(q)?;
-        Ok(Query { plan: plan.0, columns: plan.1.columns.iter().map(|c| c.meta.clone()).collect(), subqueries: self.take_subqueries() })
+        Ok(Query {
+            plan: plan.0,
+            columns: plan.1.columns.iter().map(|c| c.meta.clone()).collect(),
+            subqueries: self.take_subqueries(),
+        })
     }
 
     /// Plans a query, returning the plan and its output scope.
@@ -168,7 +181,9 @@ impl<'a> Binder<'a> {
             None => Vec::new(),
         };
         let (limit, offset) = match &q.limit_clause {
-            Some(ast::LimitClause::LimitOffset { limit, offset, .. }) => (limit.clone(), offset.as_ref().map(|o| o.value.clone())),
+            Some(ast::LimitClause::LimitOffset { limit, offset, .. }) => {
+                (limit.clone(), offset.as_ref().map(|o| o.value.clone()))
+            }
             Some(ast::LimitClause::OffsetCommaLimit { offset, limit }) => (Some(limit.clone()), Some(offset.clone())),
             None => (None, None),
         };
@@ -218,7 +233,11 @@ impl<'a> Binder<'a> {
             ast::SetExpr::Query(q) => self.query(q),
             ast::SetExpr::Values(v) => {
                 let empty = Scope::default();
-                let rows = v.rows.iter().map(|r| r.content.iter().map(|e| self.expr(e, &empty)).collect::<Result<Vec<_>>>()).collect::<Result<Vec<_>>>()?;
+                let rows = v
+                    .rows
+                    .iter()
+                    .map(|r| r.content.iter().map(|e| self.expr(e, &empty)).collect::<Result<Vec<_>>>())
+                    .collect::<Result<Vec<_>>>()?;
                 let width = rows.first().map_or(0, |r| r.len());
                 let scope = Scope {
                     columns: (0..width)
@@ -238,7 +257,10 @@ impl<'a> Binder<'a> {
                 let (lp, ls) = self.set_expr(left)?;
                 let (rp, rs) = self.set_expr(right)?;
                 if ls.columns.len() != rs.columns.len() {
-                    return Err(Error::user(Code::WrongNumberOfColumnsInSelect, "The used SELECT statements have a different number of columns"));
+                    return Err(Error::user(
+                        Code::WrongNumberOfColumnsInSelect,
+                        "The used SELECT statements have a different number of columns",
+                    ));
                 }
                 let all = matches!(set_quantifier, ast::SetQuantifier::All);
                 let mut scope = ls;
@@ -279,9 +301,10 @@ impl<'a> Binder<'a> {
                 Ok(Relation::table(table, &alias))
             }
             ast::TableFactor::Derived { subquery, alias, .. } => {
-                let alias = alias.as_ref().map(|a| a.name.value.clone()).ok_or_else(|| {
-                    Error::user(Code::Parse, "Every derived table must have its own alias")
-                })?;
+                let alias = alias
+                    .as_ref()
+                    .map(|a| a.name.value.clone())
+                    .ok_or_else(|| Error::user(Code::Parse, "Every derived table must have its own alias"))?;
                 let (plan, scope) = self.query(subquery)?;
                 let cols: Vec<OutputColumn> = scope.columns.iter().map(|c| c.meta.clone()).collect();
                 Ok(Relation::derived(plan, &cols, &alias))
@@ -303,7 +326,9 @@ impl<'a> Binder<'a> {
             for j in &twj.joins {
                 let rel = self.relation(&j.relation)?;
                 let (kind, constraint) = match &j.join_operator {
-                    ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) | ast::JoinOperator::CrossJoin(c) => (JoinKind::Inner, c),
+                    ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) | ast::JoinOperator::CrossJoin(c) => {
+                        (JoinKind::Inner, c)
+                    }
                     ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c) => (JoinKind::Left, c),
                     ast::JoinOperator::Right(c) | ast::JoinOperator::RightOuter(c) => {
                         // A RIGHT JOIN B == B LEFT JOIN A, with columns reordered afterwards.
@@ -328,7 +353,8 @@ impl<'a> Binder<'a> {
                             right_width: left_width,
                             correlated: false,
                         };
-                        let reorder: Vec<Expr> = (right_width..right_width + left_width).chain(0..right_width).map(Expr::Column).collect();
+                        let reorder: Vec<Expr> =
+                            (right_width..right_width + left_width).chain(0..right_width).map(Expr::Column).collect();
                         let mut out_scope = Scope::default();
                         out_scope.columns.extend(scope.columns[right_width..].iter().cloned());
                         out_scope.columns.extend(scope.columns[..right_width].iter().cloned());
@@ -342,11 +368,16 @@ impl<'a> Binder<'a> {
                     ast::JoinConstraint::On(e) => Some(e.clone()),
                     ast::JoinConstraint::None => None,
                     ast::JoinConstraint::Using(cols) => {
-                        let left_scope = Scope { columns: items.iter().flat_map(|i| i.0.scope.columns.clone()).collect() };
+                        let left_scope =
+                            Scope { columns: items.iter().flat_map(|i| i.0.scope.columns.clone()).collect() };
                         let mut parts = Vec::new();
                         for c in cols {
                             let (_, n) = split_name(c)?;
-                            let l = left_scope.columns.iter().find(|x| x.name == lower(&n)).ok_or_else(|| unknown_column(&n, "from clause"))?;
+                            let l = left_scope
+                                .columns
+                                .iter()
+                                .find(|x| x.name == lower(&n))
+                                .ok_or_else(|| unknown_column(&n, "from clause"))?;
                             parts.push(format!("`{}`.`{}` = `{}`.`{}`", l.table, n, rel.alias(), n));
                         }
                         let text = parts.join(" AND ");
@@ -384,7 +415,10 @@ impl<'a> Binder<'a> {
                 let mut i = 0;
                 while i < preds.len() {
                     let cols = preds[i].columns();
-                    if !preds[i].has_subquery() && cols.iter().all(|&c| c < off + width) && (k == 0 || cols.iter().any(|&c| c >= off) || cols.is_empty()) {
+                    if !preds[i].has_subquery()
+                        && cols.iter().all(|&c| c < off + width)
+                        && (k == 0 || cols.iter().any(|&c| c >= off) || cols.is_empty())
+                    {
                         here.push(preds.remove(i));
                     } else {
                         i += 1;
@@ -392,8 +426,9 @@ impl<'a> Binder<'a> {
                 }
             }
             // Split into local (only this relation's columns) and join conjuncts.
-            let (local, join): (Vec<Expr>, Vec<Expr>) =
-                here.into_iter().partition(|e| !e.has_subquery() && e.columns().iter().all(|&c| c >= off && c < off + width) && !e.columns().is_empty());
+            let (local, join): (Vec<Expr>, Vec<Expr>) = here.into_iter().partition(|e| {
+                !e.has_subquery() && e.columns().iter().all(|&c| c >= off && c < off + width) && !e.columns().is_empty()
+            });
             let local_rebased = local.iter().cloned().map(|e| e.rebase(off, false)).collect::<Result<Vec<_>>>()?;
             let mut join = join;
             let right = match plan.take() {
@@ -416,7 +451,8 @@ impl<'a> Binder<'a> {
                 if let Expr::Binary(BinOp::Eq, a, b) = e {
                     for (x, y) in [(a, b), (b, a)] {
                         if let Expr::Column(c) = **x {
-                            if c >= off && c < off + width && y.columns().iter().all(|&i| i < off) && !y.has_subquery() {
+                            if c >= off && c < off + width && y.columns().iter().all(|&i| i < off) && !y.has_subquery()
+                            {
                                 lookup_keys.push((c - off, (**y).clone().to_outer()?));
                             }
                         }
@@ -445,7 +481,8 @@ impl<'a> Binder<'a> {
                     if let Expr::Binary(BinOp::Eq, a, b) = &e {
                         let (ac, bc) = (a.columns(), b.columns());
                         let left_only = |cs: &Vec<usize>| !cs.is_empty() && cs.iter().all(|&c| c < off);
-                        let right_only = |cs: &Vec<usize>| !cs.is_empty() && cs.iter().all(|&c| c >= off && c < off + width);
+                        let right_only =
+                            |cs: &Vec<usize>| !cs.is_empty() && cs.iter().all(|&c| c >= off && c < off + width);
                         if !a.has_subquery() && !b.has_subquery() {
                             if left_only(&ac) && right_only(&bc) {
                                 lk.push((**a).clone());
@@ -464,9 +501,24 @@ impl<'a> Binder<'a> {
                 }
                 let scan = rel.into_scan(local_rebased, &[], self.lock_reads)?;
                 plan = Some(if lk.is_empty() {
-                    Plan::Join { left: Box::new(left), right: Box::new(scan), kind, on: and_all(rest), right_width: width, correlated: false }
+                    Plan::Join {
+                        left: Box::new(left),
+                        right: Box::new(scan),
+                        kind,
+                        on: and_all(rest),
+                        right_width: width,
+                        correlated: false,
+                    }
                 } else {
-                    Plan::HashJoin { left: Box::new(left), right: Box::new(scan), left_keys: lk, right_keys: rk, kind, on: and_all(rest), right_width: width }
+                    Plan::HashJoin {
+                        left: Box::new(left),
+                        right: Box::new(scan),
+                        left_keys: lk,
+                        right_keys: rk,
+                        kind,
+                        on: and_all(rest),
+                        right_width: width,
+                    }
                 });
             }
             left_width += width;
@@ -574,7 +626,10 @@ impl<'a> Binder<'a> {
             }
             let mut aggs: Vec<AggCall> = Vec::new();
             proj = proj.into_iter().map(|e| rewrite_agg(e, &group, &mut aggs)).collect::<Result<_>>()?;
-            order_keys = order_keys.into_iter().map(|(e, d)| Ok((rewrite_agg(e, &group, &mut aggs)?, d))).collect::<Result<_>>()?;
+            order_keys = order_keys
+                .into_iter()
+                .map(|(e, d)| Ok((rewrite_agg(e, &group, &mut aggs)?, d)))
+                .collect::<Result<_>>()?;
             having = having.map(|h| rewrite_agg(h, &group, &mut aggs)).transpose()?;
             plan = Plan::Aggregate { input: Box::new(plan), group, aggs };
             if let Some(h) = having.take() {
@@ -593,7 +648,10 @@ impl<'a> Binder<'a> {
                     .into_iter()
                     .map(|(k, d)| match proj.iter().position(|p| *p == k) {
                         Some(i) => Ok((Expr::Column(i), d)),
-                        None => Err(Error::user(Code::BadField, "ORDER BY expression is not in SELECT list of a DISTINCT query")),
+                        None => Err(Error::user(
+                            Code::BadField,
+                            "ORDER BY expression is not in SELECT list of a DISTINCT query",
+                        )),
                     })
                     .collect::<Result<Vec<_>>>()?;
                 plan = Plan::Sort { input: Box::new(plan), keys };
@@ -690,7 +748,12 @@ impl<'a> Binder<'a> {
         Ok(None)
     }
 
-    fn order_item(&mut self, e: &ast::Expr, items: &[(Expr, OutputColumn, Option<String>)], scope: &Scope) -> Result<Expr> {
+    fn order_item(
+        &mut self,
+        e: &ast::Expr,
+        items: &[(Expr, OutputColumn, Option<String>)],
+        scope: &Scope,
+    ) -> Result<Expr> {
         if let Some(p) = self.position_item(e, items)? {
             return Ok(p);
         }
@@ -700,7 +763,12 @@ impl<'a> Binder<'a> {
         self.expr(e, scope)
     }
 
-    fn group_item(&mut self, e: &ast::Expr, items: &[(Expr, OutputColumn, Option<String>)], scope: &Scope) -> Result<Expr> {
+    fn group_item(
+        &mut self,
+        e: &ast::Expr,
+        items: &[(Expr, OutputColumn, Option<String>)],
+        scope: &Scope,
+    ) -> Result<Expr> {
         if let Some(p) = self.position_item(e, items)? {
             return Ok(p);
         }
@@ -710,14 +778,23 @@ impl<'a> Binder<'a> {
         }
     }
 
-    fn having_expr(&mut self, e: &ast::Expr, items: &[(Expr, OutputColumn, Option<String>)], scope: &Scope) -> Result<Expr> {
+    fn having_expr(
+        &mut self,
+        e: &ast::Expr,
+        items: &[(Expr, OutputColumn, Option<String>)],
+        scope: &Scope,
+    ) -> Result<Expr> {
         // HAVING may use select aliases: substitute them textually by binding each alias
         // reference to its item expression.
         let mut aliases = Scope::default();
         let mut alias_exprs = Vec::new();
         for (ex, _, a) in items {
             if let Some(a) = a {
-                aliases.columns.push(ScopeColumn { table: String::new(), name: a.clone(), meta: OutputColumn::default() });
+                aliases.columns.push(ScopeColumn {
+                    table: String::new(),
+                    name: a.clone(),
+                    meta: OutputColumn::default(),
+                });
                 alias_exprs.push(ex.clone());
             }
         }
@@ -773,7 +850,10 @@ impl<'a> Binder<'a> {
                 };
                 if c.name == name && visible {
                     if hit.is_some() {
-                        return Err(Error::user(Code::NonUniq, format!("Column '{}' in field list is ambiguous", parts.join("."))));
+                        return Err(Error::user(
+                            Code::NonUniq,
+                            format!("Column '{}' in field list is ambiguous", parts.join(".")),
+                        ));
                     }
                     hit = Some(i);
                 }
@@ -819,7 +899,7 @@ impl<'a> Binder<'a> {
     pub fn expr(&mut self, e: &ast::Expr, scope: &Scope) -> Result<Expr> {
         use ast::Expr as A;
         Ok(match e {
-            A::Identifier(id) => self.resolve(&[id.value.clone()], scope)?,
+            A::Identifier(id) => self.resolve(std::slice::from_ref(&id.value), scope)?,
             A::CompoundIdentifier(ids) => {
                 let parts: Vec<String> = ids.iter().map(|i| i.value.clone()).collect();
                 self.resolve(&parts, scope)?
@@ -832,7 +912,9 @@ impl<'a> Binder<'a> {
                 match op {
                     ast::UnaryOperator::Not => Expr::Unary(UnaryOp::Not, Box::new(inner)),
                     ast::UnaryOperator::Minus => match inner {
-                        Expr::Literal(v) if v.is_numeric() => crate::expr::binary(BinOp::Sub, Value::Int(0), v).map(Expr::Literal)?,
+                        Expr::Literal(v) if v.is_numeric() => {
+                            crate::expr::binary(BinOp::Sub, Value::Int(0), v).map(Expr::Literal)?
+                        }
                         other => Expr::Unary(UnaryOp::Neg, Box::new(other)),
                     },
                     ast::UnaryOperator::Plus => inner,
@@ -871,14 +953,23 @@ impl<'a> Binder<'a> {
                 // (a, b) = (c, d) compares element-wise.
                 if let (Expr::Row(ls), Expr::Row(rs)) = (&l, &r) {
                     if ls.len() != rs.len() {
-                        return Err(Error::user(Code::OperandColumns, format!("Operand should contain {} column(s)", ls.len())));
+                        return Err(Error::user(
+                            Code::OperandColumns,
+                            format!("Operand should contain {} column(s)", ls.len()),
+                        ));
                     }
                     if bop == BinOp::Eq {
-                        let parts = ls.iter().zip(rs).map(|(a, b)| Expr::Binary(BinOp::Eq, Box::new(a.clone()), Box::new(b.clone()))).collect();
+                        let parts = ls
+                            .iter()
+                            .zip(rs)
+                            .map(|(a, b)| Expr::Binary(BinOp::Eq, Box::new(a.clone()), Box::new(b.clone())))
+                            .collect();
                         return Ok(and_all(parts).unwrap_or(Expr::Literal(Value::Int(1))));
                     }
                 }
-                if matches!(r, Expr::Func(ref n, _) if n == "__interval") || matches!(l, Expr::Func(ref n, _) if n == "__interval") {
+                if matches!(r, Expr::Func(ref n, _) if n == "__interval")
+                    || matches!(l, Expr::Func(ref n, _) if n == "__interval")
+                {
                     return interval_arith(bop, l, r);
                 }
                 Expr::Binary(bop, Box::new(l), Box::new(r))
@@ -889,9 +980,11 @@ impl<'a> Binder<'a> {
             A::IsNotTrue(x) => Expr::IsBool(Box::new(self.expr(x, scope)?), true, true),
             A::IsFalse(x) => Expr::IsBool(Box::new(self.expr(x, scope)?), false, false),
             A::IsNotFalse(x) => Expr::IsBool(Box::new(self.expr(x, scope)?), false, true),
-            A::InList { expr, list, negated } => {
-                Expr::InList(Box::new(self.expr(expr, scope)?), list.iter().map(|i| self.expr(i, scope)).collect::<Result<_>>()?, *negated)
-            }
+            A::InList { expr, list, negated } => Expr::InList(
+                Box::new(self.expr(expr, scope)?),
+                list.iter().map(|i| self.expr(i, scope)).collect::<Result<_>>()?,
+                *negated,
+            ),
             A::InSubquery { expr, subquery, negated } => {
                 let x = self.expr(expr, scope)?;
                 let id = self.subquery(subquery, scope, SubqueryKind::Rows)?;
@@ -925,11 +1018,16 @@ impl<'a> Binder<'a> {
             }
             A::Case { operand, conditions, else_result, .. } => Expr::Case(
                 operand.as_ref().map(|o| self.expr(o, scope).map(Box::new)).transpose()?,
-                conditions.iter().map(|c| Ok((self.expr(&c.condition, scope)?, self.expr(&c.result, scope)?))).collect::<Result<_>>()?,
+                conditions
+                    .iter()
+                    .map(|c| Ok((self.expr(&c.condition, scope)?, self.expr(&c.result, scope)?)))
+                    .collect::<Result<_>>()?,
                 else_result.as_ref().map(|e| self.expr(e, scope).map(Box::new)).transpose()?,
             ),
             A::Cast { expr, data_type, .. } => Expr::Cast(Box::new(self.expr(expr, scope)?), cast_type(data_type)?),
-            A::Convert { expr, data_type: Some(dt), .. } => Expr::Cast(Box::new(self.expr(expr, scope)?), cast_type(dt)?),
+            A::Convert { expr, data_type: Some(dt), .. } => {
+                Expr::Cast(Box::new(self.expr(expr, scope)?), cast_type(dt)?)
+            }
             A::Convert { expr, data_type: None, .. } => self.expr(expr, scope)?,
             A::Extract { field, expr, .. } => {
                 let f = lower(&field.to_string());
@@ -937,7 +1035,9 @@ impl<'a> Binder<'a> {
             }
             A::Ceil { expr, .. } => Expr::Func("ceil".into(), vec![self.expr(expr, scope)?]),
             A::Floor { expr, .. } => Expr::Func("floor".into(), vec![self.expr(expr, scope)?]),
-            A::Position { expr, r#in } => Expr::Func("locate".into(), vec![self.expr(expr, scope)?, self.expr(r#in, scope)?]),
+            A::Position { expr, r#in } => {
+                Expr::Func("locate".into(), vec![self.expr(expr, scope)?, self.expr(r#in, scope)?])
+            }
             A::Substring { expr, substring_from, substring_for, .. } => {
                 let mut args = vec![self.expr(expr, scope)?];
                 args.push(match substring_from {
@@ -983,12 +1083,17 @@ impl<'a> Binder<'a> {
     fn value(&mut self, v: &ast::Value) -> Result<Expr> {
         Ok(Expr::Literal(match v {
             ast::Value::Number(n, _) => number_literal(n)?,
-            ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) | ast::Value::EscapedStringLiteral(s) => Value::str(s.clone()),
+            ast::Value::SingleQuotedString(s)
+            | ast::Value::DoubleQuotedString(s)
+            | ast::Value::EscapedStringLiteral(s) => Value::str(s.clone()),
             ast::Value::NationalStringLiteral(s) => Value::str(s.clone()),
             ast::Value::HexStringLiteral(h) => Value::Bytes(
                 (0..h.len())
                     .step_by(2)
-                    .map(|i| u8::from_str_radix(h.get(i..i + 2).unwrap_or("0"), 16).map_err(|_| Error::parse("bad hex literal")))
+                    .map(|i| {
+                        u8::from_str_radix(h.get(i..i + 2).unwrap_or("0"), 16)
+                            .map_err(|_| Error::parse("bad hex literal"))
+                    })
                     .collect::<Result<_>>()?,
             ),
             ast::Value::Boolean(b) => Value::Int(*b as i64),
@@ -1044,7 +1149,10 @@ impl<'a> Binder<'a> {
             "date_add" | "adddate" | "date_sub" | "subdate" => {
                 let sub = name.starts_with("date_sub") || name == "subdate";
                 if bound.len() != 2 {
-                    return Err(Error::user(Code::WrongParamcountToNativeFct, format!("Incorrect parameter count in the call to native function '{name}'")));
+                    return Err(Error::user(
+                        Code::WrongParamcountToNativeFct,
+                        format!("Incorrect parameter count in the call to native function '{name}'"),
+                    ));
                 }
                 let iv = bound.pop().unwrap_or(Expr::Literal(Value::Null));
                 let d = bound.pop().unwrap_or(Expr::Literal(Value::Null));
@@ -1071,9 +1179,13 @@ impl<'a> Binder<'a> {
     fn session_function(&mut self, name: &str, args: &[ast::Expr], scope: &Scope) -> Result<Expr> {
         let s = self.session;
         Ok(Expr::Literal(match name {
-            "now" | "current_timestamp" | "sysdate" | "localtime" | "localtimestamp" | "utc_timestamp" => Value::DateTime(s.now),
+            "now" | "current_timestamp" | "sysdate" | "localtime" | "localtimestamp" | "utc_timestamp" => {
+                Value::DateTime(s.now)
+            }
             "curdate" | "current_date" => Value::Date(DateTime::from_ymd(s.now.year, s.now.month, s.now.day)),
-            "curtime" | "current_time" => Value::Time(((s.now.hour as i64 * 60 + s.now.minute as i64) * 60 + s.now.second as i64) * 1_000_000),
+            "curtime" | "current_time" => {
+                Value::Time(((s.now.hour as i64 * 60 + s.now.minute as i64) * 60 + s.now.second as i64) * 1_000_000)
+            }
             "database" | "schema" => s.db.clone().map(Value::str).unwrap_or(Value::Null),
             "last_insert_id" => {
                 if let Some(a) = args.first() {
@@ -1147,7 +1259,13 @@ fn cast_type(dt: &ast::DataType) -> Result<CastType> {
             CastType::Decimal(p, s)
         }
         D::Double(_) | D::DoublePrecision | D::Float(_) | D::Real => CastType::Double,
-        D::Char(_) | D::Varchar(_) | D::Binary(_) | D::Text | D::Nvarchar(_) | D::CharacterVarying(_) | D::Character(_) => CastType::Char,
+        D::Char(_)
+        | D::Varchar(_)
+        | D::Binary(_)
+        | D::Text
+        | D::Nvarchar(_)
+        | D::CharacterVarying(_)
+        | D::Character(_) => CastType::Char,
         D::Date => CastType::Date,
         D::Datetime(_) | D::Timestamp(_, _) => CastType::DateTime,
         D::Time(_, _) => CastType::Time,
@@ -1340,6 +1458,9 @@ impl Relation {
     }
 }
 
+/// A row-constructor IN list: the column offsets and the candidate tuples.
+type RowIn = (Vec<usize>, Vec<Vec<Expr>>);
+
 /// Column bounds gathered from predicates.
 #[derive(Default, Clone)]
 struct ColumnBounds {
@@ -1349,7 +1470,7 @@ struct ColumnBounds {
     upper: Option<(Expr, bool)>,
 }
 
-fn gather_bounds(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -> (Vec<ColumnBounds>, Option<(Vec<usize>, Vec<Vec<Expr>>)>) {
+fn gather_bounds(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -> (Vec<ColumnBounds>, Option<RowIn>) {
     let mut b = vec![ColumnBounds::default(); table.columns.len()];
     let mut row_in = None;
     for (c, e) in eq_keys {
@@ -1384,8 +1505,10 @@ fn gather_bounds(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -
             Expr::InList(x, list, false) if list.iter().all(|e| e.is_row_constant()) => match &**x {
                 Expr::Column(c) => b[*c].in_list = Some(list.clone()),
                 Expr::Row(cols) if cols.iter().all(|c| matches!(c, Expr::Column(_))) => {
-                    let idx: Vec<usize> = cols.iter().filter_map(|c| if let Expr::Column(i) = c { Some(*i) } else { None }).collect();
-                    let tuples: Option<Vec<Vec<Expr>>> = list.iter().map(|t| if let Expr::Row(v) = t { Some(v.clone()) } else { None }).collect();
+                    let idx: Vec<usize> =
+                        cols.iter().filter_map(|c| if let Expr::Column(i) = c { Some(*i) } else { None }).collect();
+                    let tuples: Option<Vec<Vec<Expr>>> =
+                        list.iter().map(|t| if let Expr::Row(v) = t { Some(v.clone()) } else { None }).collect();
                     if let Some(t) = tuples {
                         row_in = Some((idx, t));
                     }
@@ -1433,7 +1556,10 @@ fn choose_access(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -
     if let Some(pk) = &table.pk {
         // Point get: equality on every PK column.
         if pk.iter().all(|c| b[*c].eq.is_some()) {
-            return Access::Points(vec![pk.iter().map(|c| b[*c].eq.clone().unwrap_or(Expr::Literal(Value::Null))).collect()]);
+            return Access::Points(vec![pk
+                .iter()
+                .map(|c| b[*c].eq.clone().unwrap_or(Expr::Literal(Value::Null)))
+                .collect()]);
         }
         // Batch point get: `pk IN (...)` with the other PK columns fixed.
         for &c in pk {
@@ -1441,7 +1567,17 @@ fn choose_access(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -
                 if pk.iter().all(|k| *k == c || b[*k].eq.is_some()) {
                     let points = list
                         .iter()
-                        .map(|v| pk.iter().map(|k| if *k == c { v.clone() } else { b[*k].eq.clone().unwrap_or(Expr::Literal(Value::Null)) }).collect())
+                        .map(|v| {
+                            pk.iter()
+                                .map(|k| {
+                                    if *k == c {
+                                        v.clone()
+                                    } else {
+                                        b[*k].eq.clone().unwrap_or(Expr::Literal(Value::Null))
+                                    }
+                                })
+                                .collect()
+                        })
                         .collect();
                     return Access::Points(points);
                 }
@@ -1492,7 +1628,12 @@ impl Binder<'_> {
     /// Plans the row source of a single-table UPDATE or DELETE: the access path, the
     /// predicate checked on each row, and the conjuncts that need subqueries (evaluated
     /// by the caller).
-    pub fn dml_scan(&mut self, table: &Arc<TableInfo>, scope: &Scope, selection: Option<&ast::Expr>) -> Result<(Access, Option<Expr>, Option<Expr>)> {
+    pub fn dml_scan(
+        &mut self,
+        table: &Arc<TableInfo>,
+        scope: &Scope,
+        selection: Option<&ast::Expr>,
+    ) -> Result<(Access, Option<Expr>, Option<Expr>)> {
         let mut preds = Vec::new();
         if let Some(w) = selection {
             conjuncts(self.expr(w, scope)?, &mut preds);

@@ -232,7 +232,9 @@ impl Catalog {
         let mut txn = self.begin().await?;
         txn.put(meta_key(&["db", &lower(name)]), json(&DatabaseInfo { name: name.to_string() })?);
         txn.commit().await?;
-        self.dbs.write().insert(lower(name), Db { info: DatabaseInfo { name: name.to_string() }, tables: BTreeMap::new() });
+        self.dbs
+            .write()
+            .insert(lower(name), Db { info: DatabaseInfo { name: name.to_string() }, tables: BTreeMap::new() });
         Ok(())
     }
 
@@ -256,7 +258,9 @@ impl Catalog {
             let mut txn = self.begin().await?;
             let key = meta_key(&["next_id"]);
             let cur = match txn.get(&key).await? {
-                Some(b) => i64::from_le_bytes(b.as_slice().try_into().map_err(|_| Error::internal("corrupt id counter"))?),
+                Some(b) => {
+                    i64::from_le_bytes(b.as_slice().try_into().map_err(|_| Error::internal("corrupt id counter"))?)
+                }
                 None => 100,
             };
             txn.put(key, (cur + 1).to_le_bytes().to_vec());
@@ -274,7 +278,9 @@ impl Catalog {
         txn.put(meta_key(&["tbl", &lower(&table.db), &lower(&table.name)]), json(&table)?);
         txn.commit().await?;
         let mut dbs = self.dbs.write();
-        let db = dbs.get_mut(&lower(&table.db)).ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{}'", table.db)))?;
+        let db = dbs
+            .get_mut(&lower(&table.db))
+            .ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{}'", table.db)))?;
         db.tables.insert(lower(&table.name), Arc::new(table));
         Ok(())
     }

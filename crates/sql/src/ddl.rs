@@ -50,7 +50,10 @@ pub fn column_type(dt: &ast::DataType) -> Result<ColumnType> {
                 ast::ExactNumberInfo::PrecisionAndScale(p, s) => (*p, *s as u64),
             };
             if p > 65 {
-                return Err(Error::user(Code::TooBigPrecision, format!("Too-big precision {p} specified. Maximum is 65.")));
+                return Err(Error::user(
+                    Code::TooBigPrecision,
+                    format!("Too-big precision {p} specified. Maximum is 65."),
+                ));
             }
             if s > 30 || s > p {
                 return Err(Error::user(Code::TooBigPrecision, format!("Too big scale {s} specified. Maximum is 30.")));
@@ -95,7 +98,12 @@ fn default_of(e: &ast::Expr) -> Result<DefaultValue> {
             DefaultValue::Text(t) => DefaultValue::Text(format!("-{t}")),
             other => other,
         },
-        ast::Expr::Function(f) if matches!(f.name.to_string().to_ascii_lowercase().as_str(), "current_timestamp" | "now" | "localtimestamp") => {
+        ast::Expr::Function(f)
+            if matches!(
+                f.name.to_string().to_ascii_lowercase().as_str(),
+                "current_timestamp" | "now" | "localtimestamp"
+            ) =>
+        {
             DefaultValue::CurrentTimestamp
         }
         ast::Expr::Identifier(i) if i.value.eq_ignore_ascii_case("current_timestamp") => DefaultValue::CurrentTimestamp,
@@ -111,15 +119,22 @@ fn index_columns(table_cols: &[ColumnInfo], cols: &[ast::IndexColumn], tname: &s
                 ast::Expr::Function(f) => f.name.to_string(), // prefix index `col(10)` parses as a call
                 other => other.to_string(),
             };
-            table_cols
-                .iter()
-                .position(|x| x.name.eq_ignore_ascii_case(&name))
-                .ok_or_else(|| Error::user(Code::KeyColumnDoesNotExist, format!("Key column '{name}' doesn't exist in table '{tname}'")))
+            table_cols.iter().position(|x| x.name.eq_ignore_ascii_case(&name)).ok_or_else(|| {
+                Error::user(
+                    Code::KeyColumnDoesNotExist,
+                    format!("Key column '{name}' doesn't exist in table '{tname}'"),
+                )
+            })
         })
         .collect()
 }
 
-fn build_column(def: &ast::ColumnDef, id: u32, pk_cols: &mut Vec<String>, uniques: &mut Vec<(String, Vec<String>)>) -> Result<ColumnInfo> {
+fn build_column(
+    def: &ast::ColumnDef,
+    id: u32,
+    pk_cols: &mut Vec<String>,
+    uniques: &mut Vec<(String, Vec<String>)>,
+) -> Result<ColumnInfo> {
     let ty = column_type(&def.data_type)?;
     let mut col = ColumnInfo {
         id,
@@ -153,10 +168,15 @@ fn build_column(def: &ast::ColumnDef, id: u32, pk_cols: &mut Vec<String>, unique
         }
     }
     if explicit_null && !col.nullable {
-        return Err(Error::user(Code::Parse, format!("conflicting NULL/NOT NULL declarations for column '{}'", col.name)));
+        return Err(Error::user(
+            Code::Parse,
+            format!("conflicting NULL/NOT NULL declarations for column '{}'", col.name),
+        ));
     }
     if let Some(DefaultValue::Text(t)) = &col.default {
-        col.ty.coerce(Value::str(t.clone()), &col.name).map_err(|_| Error::user(Code::InvalidDefault, format!("Invalid default value for '{}'", col.name)))?;
+        col.ty
+            .coerce(Value::str(t.clone()), &col.name)
+            .map_err(|_| Error::user(Code::InvalidDefault, format!("Invalid default value for '{}'", col.name)))?;
     }
     if col.default == Some(DefaultValue::Null) && !col.nullable {
         return Err(Error::user(Code::InvalidDefault, format!("Invalid default value for '{}'", col.name)));
@@ -193,7 +213,11 @@ impl Engine {
         }
         if self.catalog.try_table(&db, &name).is_some() {
             if ct.if_not_exists {
-                return Ok(QueryResult::ok_with_warning(0, Code::TableExists, format!("Table '{name}' already exists")));
+                return Ok(QueryResult::ok_with_warning(
+                    0,
+                    Code::TableExists,
+                    format!("Table '{name}' already exists"),
+                ));
             }
             return Err(Error::user(Code::TableExists, format!("Table '{name}' already exists")));
         }
@@ -234,8 +258,12 @@ impl Engine {
                     pk = Some(cols);
                     continue;
                 }
-                ast::TableConstraint::Unique(u) => (u.name.clone().or(u.index_name.clone()), index_columns(&columns, &u.columns, &name)?, true),
-                ast::TableConstraint::Index(ix) => (ix.name.clone(), index_columns(&columns, &ix.columns, &name)?, false),
+                ast::TableConstraint::Unique(u) => {
+                    (u.name.clone().or(u.index_name.clone()), index_columns(&columns, &u.columns, &name)?, true)
+                }
+                ast::TableConstraint::Index(ix) => {
+                    (ix.name.clone(), index_columns(&columns, &ix.columns, &name)?, false)
+                }
                 ast::TableConstraint::ForeignKey(_) | ast::TableConstraint::Check(_) => continue,
                 other => return Err(Error::unsupported(format!("constraint {other}"))),
             };
@@ -247,20 +275,30 @@ impl Engine {
             next_index_id += 1;
         }
         for (cname, _) in uniques {
-            let c = columns.iter().position(|x| x.name == cname).ok_or_else(|| Error::internal("unique column vanished"))?;
+            let c = columns
+                .iter()
+                .position(|x| x.name == cname)
+                .ok_or_else(|| Error::internal("unique column vanished"))?;
             let iname = name_of_index(&None, &[c], &columns, &indexes);
             indexes.push(IndexInfo { id: next_index_id, name: iname, columns: vec![c], unique: true });
             next_index_id += 1;
         }
         let autos: Vec<usize> = columns.iter().enumerate().filter(|(_, c)| c.auto_increment).map(|(i, _)| i).collect();
-        if autos.len() > 1 || autos.iter().any(|a| {
-            !pk.as_ref().is_some_and(|p| p.first() == Some(a)) && !indexes.iter().any(|i| i.columns.first() == Some(a))
-        }) {
-            return Err(Error::user(Code::WrongAutoKey, "Incorrect table definition; there can be only one auto column and it must be defined as a key"));
+        if autos.len() > 1
+            || autos.iter().any(|a| {
+                pk.as_ref().is_none_or(|p| p.first() != Some(a))
+                    && !indexes.iter().any(|i| i.columns.first() == Some(a))
+            })
+        {
+            return Err(Error::user(
+                Code::WrongAutoKey,
+                "Incorrect table definition; there can be only one auto column and it must be defined as a key",
+            ));
         }
         let id = self.catalog.new_id().await?;
         let next_column_id = columns.len() as u32 + 1;
-        let info = TableInfo { id, db: db.clone(), name: name.clone(), columns, pk, indexes, next_column_id, next_index_id };
+        let info =
+            TableInfo { id, db: db.clone(), name: name.clone(), columns, pk, indexes, next_column_id, next_index_id };
         self.catalog.put_table(info).await?;
         Ok(QueryResult::ok(0))
     }
@@ -285,13 +323,22 @@ impl Engine {
         Transaction::begin(
             self.client.clone(),
             self.oracle.clone(),
-            TxnOptions { mode: LockMode::Optimistic, isolation: Isolation::RepeatableRead, lock_wait_timeout_ms: 50_000 },
+            TxnOptions {
+                mode: LockMode::Optimistic,
+                isolation: Isolation::RepeatableRead,
+                lock_wait_timeout_ms: 50_000,
+            },
         )
         .await
     }
 
     /// DROP TABLE.
-    pub async fn drop_tables(&self, names: &[ast::ObjectName], if_exists: bool, current_db: &Option<String>) -> Result<QueryResult> {
+    pub async fn drop_tables(
+        &self,
+        names: &[ast::ObjectName],
+        if_exists: bool,
+        current_db: &Option<String>,
+    ) -> Result<QueryResult> {
         let _g = self.catalog.ddl_lock().await;
         let mut missing = Vec::new();
         let mut tables = Vec::new();
@@ -333,7 +380,14 @@ impl Engine {
     }
 
     /// Adds an index and backfills it from the existing rows.
-    pub async fn add_index(&self, table: Arc<TableInfo>, name: Option<String>, cols: Vec<usize>, unique: bool, if_not_exists: bool) -> Result<QueryResult> {
+    pub async fn add_index(
+        &self,
+        table: Arc<TableInfo>,
+        name: Option<String>,
+        cols: Vec<usize>,
+        unique: bool,
+        if_not_exists: bool,
+    ) -> Result<QueryResult> {
         let iname = name_of_index(&name.map(ast::Ident::new), &cols, &table.columns, &table.indexes);
         if table.index(&iname).is_some() {
             if if_not_exists {
@@ -358,7 +412,10 @@ impl Engine {
                 let (ik, iv) = index_entry(&table, &index, &row, &handle);
                 if is_unique_entry(&index, &row) && txn.get(&ik).await?.is_some() {
                     let vals: Vec<String> = index.columns.iter().map(|c| row[*c].to_display()).collect();
-                    return Err(Error::user(Code::DupEntry, format!("Duplicate entry '{}' for key '{}.{}'", vals.join("-"), table.name, index.name)));
+                    return Err(Error::user(
+                        Code::DupEntry,
+                        format!("Duplicate entry '{}' for key '{}.{}'", vals.join("-"), table.name, index.name),
+                    ));
                 }
                 txn.put(ik, iv);
             }
@@ -388,7 +445,10 @@ impl Engine {
     /// Removes an index and its entries.
     pub async fn drop_index(&self, table: Arc<TableInfo>, name: &str) -> Result<QueryResult> {
         let Some(index) = table.index(name).cloned() else {
-            return Err(Error::user(Code::CantDropFieldOrKey, format!("Can't DROP '{name}'; check that column/key exists")));
+            return Err(Error::user(
+                Code::CantDropFieldOrKey,
+                format!("Can't DROP '{name}'; check that column/key exists"),
+            ));
         };
         let mut t = (*table).clone();
         t.indexes.retain(|i| i.id != index.id);
@@ -410,7 +470,10 @@ impl Engine {
                         if *if_not_exists {
                             continue;
                         }
-                        return Err(Error::user(Code::DupFieldName, format!("Duplicate column name '{}'", column_def.name.value)));
+                        return Err(Error::user(
+                            Code::DupFieldName,
+                            format!("Duplicate column name '{}'", column_def.name.value),
+                        ));
                     }
                     let mut pk = Vec::new();
                     let mut uniques = Vec::new();
@@ -437,16 +500,23 @@ impl Engine {
                             if *if_exists {
                                 continue;
                             }
-                            return Err(Error::user(Code::CantDropFieldOrKey, format!("Can't DROP '{}'; check that column/key exists", cn.value)));
+                            return Err(Error::user(
+                                Code::CantDropFieldOrKey,
+                                format!("Can't DROP '{}'; check that column/key exists", cn.value),
+                            ));
                         };
                         if nt.pk.as_ref().is_some_and(|p| p.contains(&ci)) {
                             return Err(Error::unsupported("dropping a primary key column"));
                         }
                         if nt.columns.len() == 1 {
-                            return Err(Error::user(Code::CantDropFieldOrKey, "You can't delete all columns with ALTER TABLE; use DROP TABLE instead"));
+                            return Err(Error::user(
+                                Code::CantDropFieldOrKey,
+                                "You can't delete all columns with ALTER TABLE; use DROP TABLE instead",
+                            ));
                         }
                         // Indexes on the column go with it; offsets above it shift down.
-                        let dropped: Vec<IndexInfo> = nt.indexes.iter().filter(|i| i.columns.contains(&ci)).cloned().collect();
+                        let dropped: Vec<IndexInfo> =
+                            nt.indexes.iter().filter(|i| i.columns.contains(&ci)).cloned().collect();
                         nt.indexes.retain(|i| !i.columns.contains(&ci));
                         for i in &mut nt.indexes {
                             for c in &mut i.columns {
@@ -464,7 +534,11 @@ impl Engine {
                         }
                         nt.columns.remove(ci);
                         for d in dropped {
-                            self.delete_prefix(strata_codec::keys::index_prefix(table.table_id(), TableInfo::index_id(&d))).await?;
+                            self.delete_prefix(strata_codec::keys::index_prefix(
+                                table.table_id(),
+                                TableInfo::index_id(&d),
+                            ))
+                            .await?;
                         }
                     }
                     self.catalog.put_table(nt).await?;
@@ -488,7 +562,12 @@ impl Engine {
     }
 
     /// DROP INDEX name ON table.
-    pub async fn drop_index_stmt(&self, index: &str, table: &ast::ObjectName, current_db: &Option<String>) -> Result<QueryResult> {
+    pub async fn drop_index_stmt(
+        &self,
+        index: &str,
+        table: &ast::ObjectName,
+        current_db: &Option<String>,
+    ) -> Result<QueryResult> {
         let _g = self.catalog.ddl_lock().await;
         let (db, t) = split_name(table)?;
         let db = self.db_or_current(db, current_db)?;
@@ -501,7 +580,11 @@ impl Engine {
         let _g = self.catalog.ddl_lock().await;
         if self.catalog.has_database(name) {
             if if_not_exists {
-                return Ok(QueryResult::ok_with_warning(0, Code::DbCreateExists, format!("Can't create database '{name}'; database exists")));
+                return Ok(QueryResult::ok_with_warning(
+                    0,
+                    Code::DbCreateExists,
+                    format!("Can't create database '{name}'; database exists"),
+                ));
             }
             return Err(Error::user(Code::DbCreateExists, format!("Can't create database '{name}'; database exists")));
         }
@@ -514,9 +597,16 @@ impl Engine {
         let _g = self.catalog.ddl_lock().await;
         if !self.catalog.has_database(name) {
             if if_exists {
-                return Ok(QueryResult::ok_with_warning(0, Code::DbDropExists, format!("Can't drop database '{name}'; database doesn't exist")));
+                return Ok(QueryResult::ok_with_warning(
+                    0,
+                    Code::DbDropExists,
+                    format!("Can't drop database '{name}'; database doesn't exist"),
+                ));
             }
-            return Err(Error::user(Code::DbDropExists, format!("Can't drop database '{name}'; database doesn't exist")));
+            return Err(Error::user(
+                Code::DbDropExists,
+                format!("Can't drop database '{name}'; database doesn't exist"),
+            ));
         }
         let tables = self.catalog.drop_database(name).await?;
         let n = tables.len();

@@ -62,7 +62,13 @@ fn dup_error(table: &TableInfo, key_name: &str, row: &Row, cols: &[usize]) -> Er
     Error::user(Code::DupEntry, format!("Duplicate entry '{}' for key '{}.{}'", vals.join("-"), table.name, key_name))
 }
 
-fn write_row(cache: &mut KeyCache, txn: &mut Transaction, table: &TableInfo, row: &Row, row_id: Option<i64>) -> Result<()> {
+fn write_row(
+    cache: &mut KeyCache,
+    txn: &mut Transaction,
+    table: &TableInfo,
+    row: &Row,
+    row_id: Option<i64>,
+) -> Result<()> {
     let handle = handle_of(table, row, row_id)?;
     cache.put(txn, row_key(table, &handle), encode_row(table, row, row_id));
     for idx in &table.indexes {
@@ -72,7 +78,13 @@ fn write_row(cache: &mut KeyCache, txn: &mut Transaction, table: &TableInfo, row
     Ok(())
 }
 
-fn delete_row(cache: &mut KeyCache, txn: &mut Transaction, table: &TableInfo, row: &Row, row_id: Option<i64>) -> Result<()> {
+fn delete_row(
+    cache: &mut KeyCache,
+    txn: &mut Transaction,
+    table: &TableInfo,
+    row: &Row,
+    row_id: Option<i64>,
+) -> Result<()> {
     let handle = handle_of(table, row, row_id)?;
     cache.delete(txn, row_key(table, &handle));
     for idx in &table.indexes {
@@ -83,14 +95,24 @@ fn delete_row(cache: &mut KeyCache, txn: &mut Transaction, table: &TableInfo, ro
 }
 
 /// Finds rows that conflict with `row` on the primary key or a unique index.
-async fn conflicts(cache: &mut KeyCache, txn: &mut Transaction, table: &TableInfo, row: &Row, row_id: Option<i64>) -> Result<Vec<(String, Vec<usize>, TableRow)>> {
+async fn conflicts(
+    cache: &mut KeyCache,
+    txn: &mut Transaction,
+    table: &TableInfo,
+    row: &Row,
+    row_id: Option<i64>,
+) -> Result<Vec<(String, Vec<usize>, TableRow)>> {
     let mut out: Vec<(String, Vec<usize>, TableRow)> = Vec::new();
     let handle = handle_of(table, row, row_id)?;
     if table.pk.is_some() {
         let k = row_key(table, &handle);
         if let Some(v) = cache.get(txn, &k).await? {
             let (r, rid) = decode_row(table, &v)?;
-            out.push(("PRIMARY".into(), table.pk.clone().unwrap_or_default(), TableRow { key: k, row: r, row_id: rid }));
+            out.push((
+                "PRIMARY".into(),
+                table.pk.clone().unwrap_or_default(),
+                TableRow { key: k, row: r, row_id: rid },
+            ));
         }
     }
     for idx in &table.indexes {
@@ -126,7 +148,9 @@ fn rewrite_values_fn(e: &ast::Expr) -> ast::Expr {
             if let ast::Expr::Function(f) = e {
                 if f.name.to_string().eq_ignore_ascii_case("values") {
                     if let ast::FunctionArguments::List(l) = &f.args {
-                        if let Some(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::Identifier(id)))) = l.args.first() {
+                        if let Some(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::Identifier(id)))) =
+                            l.args.first()
+                        {
                             *e = ast::Expr::CompoundIdentifier(vec![ast::Ident::new("__new__"), id.clone()]);
                         }
                     }
@@ -190,7 +214,10 @@ impl DmlCtx<'_> {
                     for r in &values.rows {
                         let r = &r.content;
                         if r.len() != cols.len() {
-                            return Err(Error::user(Code::WrongValueCount, "Column count doesn't match value count at row 1"));
+                            return Err(Error::user(
+                                Code::WrongValueCount,
+                                "Column count doesn't match value count at row 1",
+                            ));
                         }
                         let mut row = Vec::with_capacity(r.len());
                         for e in r {
@@ -209,7 +236,10 @@ impl DmlCtx<'_> {
                 _ => {
                     let query = binder.plan_query(q)?;
                     if query.columns.len() != cols.len() {
-                        return Err(Error::user(Code::WrongValueCount, "Column count doesn't match value count at row 1"));
+                        return Err(Error::user(
+                            Code::WrongValueCount,
+                            "Column count doesn't match value count at row 1",
+                        ));
                     }
                     let mut ctx = ExecCtx::new(txn, self.params, query.subqueries.clone());
                     for r in execute(&query.plan, &mut ctx).await? {
@@ -230,7 +260,11 @@ impl DmlCtx<'_> {
         if let Some(ast::OnInsert::DuplicateKeyUpdate(assigns)) = &ins.on {
             let mut scope = Binder::table_scope(&table, &table.name);
             for c in &table.columns {
-                scope.columns.push(ScopeColumn { table: "__new__".into(), name: c.name.to_ascii_lowercase(), meta: OutputColumn::default() });
+                scope.columns.push(ScopeColumn {
+                    table: "__new__".into(),
+                    name: c.name.to_ascii_lowercase(),
+                    meta: OutputColumn::default(),
+                });
             }
             for a in assigns {
                 let col = assignment_column(&table, a)?;
@@ -367,11 +401,16 @@ impl DmlCtx<'_> {
             assigns.push((col, e));
         }
         let (access, filter, residual) = binder.dml_scan(&table, &scope, up.selection.as_ref())?;
-        let order: Vec<(Expr, bool)> = up.order_by.iter().map(|o| Ok((binder.expr(&o.expr, &scope)?, matches!(o.options.sort, Some(ast::OrderBySort::Desc))))).collect::<Result<_>>()?;
+        let order: Vec<(Expr, bool)> = up
+            .order_by
+            .iter()
+            .map(|o| Ok((binder.expr(&o.expr, &scope)?, matches!(o.options.sort, Some(ast::OrderBySort::Desc)))))
+            .collect::<Result<_>>()?;
         let limit = up.limit.as_ref().map(|l| binder.expr(l, &Scope::default())).transpose()?;
         let subs = binder.take_subqueries();
         let mut ctx = ExecCtx::new(txn, self.params, subs);
-        let rows = select_rows(&mut ctx, &table, &access, filter.as_ref(), residual.as_ref(), &order, limit.as_ref()).await?;
+        let rows =
+            select_rows(&mut ctx, &table, &access, filter.as_ref(), residual.as_ref(), &order, limit.as_ref()).await?;
         let mut new_rows = Vec::with_capacity(rows.len());
         for r in &rows {
             let mut new_row = r.row.clone();
@@ -424,11 +463,16 @@ impl DmlCtx<'_> {
         let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(table.name.clone());
         let scope = Binder::table_scope(&table, &alias);
         let (access, filter, residual) = binder.dml_scan(&table, &scope, del.selection.as_ref())?;
-        let order: Vec<(Expr, bool)> = del.order_by.iter().map(|o| Ok((binder.expr(&o.expr, &scope)?, matches!(o.options.sort, Some(ast::OrderBySort::Desc))))).collect::<Result<_>>()?;
+        let order: Vec<(Expr, bool)> = del
+            .order_by
+            .iter()
+            .map(|o| Ok((binder.expr(&o.expr, &scope)?, matches!(o.options.sort, Some(ast::OrderBySort::Desc)))))
+            .collect::<Result<_>>()?;
         let limit = del.limit.as_ref().map(|l| binder.expr(l, &Scope::default())).transpose()?;
         let subs = binder.take_subqueries();
         let mut ctx = ExecCtx::new(txn, self.params, subs);
-        let rows = select_rows(&mut ctx, &table, &access, filter.as_ref(), residual.as_ref(), &order, limit.as_ref()).await?;
+        let rows =
+            select_rows(&mut ctx, &table, &access, filter.as_ref(), residual.as_ref(), &order, limit.as_ref()).await?;
         drop(ctx);
         let mut cache = KeyCache { known: HashMap::new() };
         for r in &rows {
@@ -448,7 +492,13 @@ fn rows_equal(a: &Row, b: &Row) -> bool {
         })
 }
 
-async fn update_row(cache: &mut KeyCache, txn: &mut Transaction, table: &TableInfo, old: &TableRow, new_row: &Row) -> Result<()> {
+async fn update_row(
+    cache: &mut KeyCache,
+    txn: &mut Transaction,
+    table: &TableInfo,
+    old: &TableRow,
+    new_row: &Row,
+) -> Result<()> {
     let old_handle = handle_of(table, &old.row, old.row_id)?;
     let new_handle = handle_of(table, new_row, old.row_id)?;
     if new_handle != old_handle {

@@ -81,7 +81,9 @@ impl<'a> ExecCtx<'a> {
                     if rows.len() > 1 {
                         return Err(Error::user(Code::SubqueryNo1Row, "Subquery returns more than 1 row"));
                     }
-                    SubqueryValue::Scalar(rows.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null))
+                    SubqueryValue::Scalar(
+                        rows.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null),
+                    )
                 }
                 SubqueryKind::Exists => SubqueryValue::Exists(!rows.is_empty()),
                 SubqueryKind::Rows => SubqueryValue::Rows(rows),
@@ -147,7 +149,8 @@ where
                 let ids: Vec<usize> = exprs.iter().flat_map(|e| e.subquery_ids()).collect();
                 let mut out = Vec::with_capacity(rows.len());
                 for r in rows {
-                    let sub = if ids.is_empty() { SubqueryValues::default() } else { ctx.subqueries_for(&ids, &r).await? };
+                    let sub =
+                        if ids.is_empty() { SubqueryValues::default() } else { ctx.subqueries_for(&ids, &r).await? };
                     let ec = ctx.eval_ctx(&sub);
                     out.push(exprs.iter().map(|e| e.eval(&r, &ec)).collect::<Result<Vec<_>>>()?);
                 }
@@ -363,9 +366,12 @@ fn add_values(a: Option<Value>, v: &Value) -> Result<Option<Value>> {
     }))
 }
 
+/// One group: its key values, accumulators, and the DISTINCT sets of its aggregates.
+type Group = (Row, Vec<Acc>, Vec<HashSet<Vec<u8>>>);
+
 async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Vec<Row>, group: &[Expr], aggs: &[AggCall]) -> Result<Vec<Row>> {
     let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
-    let mut groups: Vec<(Row, Vec<Acc>, Vec<HashSet<Vec<u8>>>)> = Vec::new();
+    let mut groups: Vec<Group> = Vec::new();
     for r in &rows {
         let mut gvals = Vec::with_capacity(group.len());
         let mut key = Vec::new();
@@ -377,7 +383,11 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Vec<Row>, group: &[Expr], aggs: 
         let gi = match index.get(&key) {
             Some(i) => *i,
             None => {
-                groups.push((gvals, aggs.iter().map(|a| new_acc(a.func)).collect(), aggs.iter().map(|_| HashSet::new()).collect()));
+                groups.push((
+                    gvals,
+                    aggs.iter().map(|a| new_acc(a.func)).collect(),
+                    aggs.iter().map(|_| HashSet::new()).collect(),
+                ));
                 index.insert(key, groups.len() - 1);
                 groups.len() - 1
             }
@@ -450,7 +460,10 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Vec<Row>, group: &[Expr], aggs: 
                 Acc::Avg(Some(s), n) => match s {
                     Value::Decimal(d) => {
                         let q = d / Decimal::from(n);
-                        let mut q = q.round_dp_with_strategy(d.scale() + 4, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
+                        let mut q = q.round_dp_with_strategy(
+                            d.scale() + 4,
+                            rust_decimal::RoundingStrategy::MidpointAwayFromZero,
+                        );
                         q.rescale(d.scale() + 4);
                         Value::Decimal(q)
                     }
@@ -485,7 +498,12 @@ fn key_coerce(ty: &ColumnType, v: Value) -> Option<(Value, bool)> {
     }
 }
 
-fn range_bounds(ctx: &ExecCtx, prefix: Vec<u8>, range: &KeyRange, next_col: Option<&ColumnType>) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+fn range_bounds(
+    ctx: &ExecCtx,
+    prefix: Vec<u8>,
+    range: &KeyRange,
+    next_col: Option<&ColumnType>,
+) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
     let mut start = prefix.clone();
     let mut end = prefix_end(&prefix);
     if let (Some((e, incl)), Some(ty)) = (&range.lower, next_col) {
@@ -527,7 +545,13 @@ fn eq_values(ctx: &ExecCtx, exprs: &[Expr], cols: &[usize], table: &TableInfo) -
 
 /// Reads rows of a table through an access path, applying `filter`. With `lock`, the rows
 /// returned are locked and read at their latest committed version (current read).
-pub async fn scan(ctx: &mut ExecCtx<'_>, table: &Arc<TableInfo>, access: &Access, filter: Option<&Expr>, lock: bool) -> Result<Vec<TableRow>> {
+pub async fn scan(
+    ctx: &mut ExecCtx<'_>,
+    table: &Arc<TableInfo>,
+    access: &Access,
+    filter: Option<&Expr>,
+    lock: bool,
+) -> Result<Vec<TableRow>> {
     let mut candidates: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
     let mut point = false;
     match access {
@@ -560,7 +584,9 @@ pub async fn scan(ctx: &mut ExecCtx<'_>, table: &Arc<TableInfo>, access: &Access
             let pk = table.pk.clone().unwrap_or_default();
             let Some(vals) = eq_values(ctx, &r.eq, &pk, table)? else { return Ok(Vec::new()) };
             let next = pk.get(r.eq.len()).map(|c| &table.columns[*c].ty);
-            let Some((start, end)) = range_bounds(ctx, pk_prefix(table, &vals), r, next)? else { return Ok(Vec::new()) };
+            let Some((start, end)) = range_bounds(ctx, pk_prefix(table, &vals), r, next)? else {
+                return Ok(Vec::new());
+            };
             for (k, v) in ctx.txn.scan(&start, &end, usize::MAX).await? {
                 candidates.push((k, Some(v)));
             }
@@ -570,7 +596,9 @@ pub async fn scan(ctx: &mut ExecCtx<'_>, table: &Arc<TableInfo>, access: &Access
             let Some(vals) = eq_values(ctx, &r.eq, &index.columns, table)? else { return Ok(Vec::new()) };
             let next = index.columns.get(r.eq.len()).map(|c| &table.columns[*c].ty);
             let base = index_value_prefix(table, index, &[]);
-            let Some((start, end)) = range_bounds(ctx, index_value_prefix(table, index, &vals), r, next)? else { return Ok(Vec::new()) };
+            let Some((start, end)) = range_bounds(ctx, index_value_prefix(table, index, &vals), r, next)? else {
+                return Ok(Vec::new());
+            };
             for (k, v) in ctx.txn.scan(&start, &end, usize::MAX).await? {
                 let handle = handle_from_index_entry(index, base.len(), &k, &v)?;
                 candidates.push((row_key(table, &handle), None));

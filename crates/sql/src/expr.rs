@@ -107,9 +107,9 @@ pub struct AggCall {
 /// Target types of CAST/CONVERT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CastType {
-    /// SIGNED [INTEGER]
+    /// SIGNED (INTEGER)
     Signed,
-    /// UNSIGNED [INTEGER]
+    /// UNSIGNED (INTEGER)
     Unsigned,
     /// DECIMAL(p, s)
     Decimal(u8, u8),
@@ -152,17 +152,17 @@ pub enum Expr {
     Unary(UnaryOp, Box<Expr>),
     /// Binary operation.
     Binary(BinOp, Box<Expr>, Box<Expr>),
-    /// IS [NOT] NULL.
+    /// IS (NOT) NULL.
     IsNull(Box<Expr>, bool),
-    /// IS [NOT] TRUE / FALSE: (expr, want_true, negated).
+    /// IS (NOT) TRUE / FALSE: (expr, want_true, negated).
     IsBool(Box<Expr>, bool, bool),
-    /// [NOT] IN (list).
+    /// (NOT) IN (list).
     InList(Box<Expr>, Vec<Expr>, bool),
-    /// [NOT] BETWEEN.
+    /// (NOT) BETWEEN.
     Between(Box<Expr>, Box<Expr>, Box<Expr>, bool),
-    /// [NOT] LIKE with escape character.
+    /// (NOT) LIKE with escape character.
     Like(Box<Expr>, Box<Expr>, char, bool),
-    /// CASE [operand] WHEN .. THEN .. ELSE .. END.
+    /// CASE (operand) WHEN .. THEN .. ELSE .. END.
     Case(Option<Box<Expr>>, Vec<(Expr, Expr)>, Option<Box<Expr>>),
     /// CAST.
     Cast(Box<Expr>, CastType),
@@ -172,7 +172,7 @@ pub enum Expr {
     Agg(Box<AggCall>),
     /// A subquery, by its index in the statement's subquery list.
     Subquery(usize, SubqueryKind),
-    /// `expr [NOT] IN (subquery)`.
+    /// `expr (NOT) IN (subquery)`.
     InSubquery(Box<Expr>, usize, bool),
     /// A row constructor `(a, b)`.
     Row(Vec<Expr>),
@@ -234,7 +234,11 @@ impl Expr {
     pub fn walk(&self, f: &mut dyn FnMut(&Expr)) {
         f(self);
         match self {
-            Expr::Unary(_, a) | Expr::IsNull(a, _) | Expr::IsBool(a, _, _) | Expr::Cast(a, _) | Expr::InSubquery(a, _, _) => a.walk(f),
+            Expr::Unary(_, a)
+            | Expr::IsNull(a, _)
+            | Expr::IsBool(a, _, _)
+            | Expr::Cast(a, _)
+            | Expr::InSubquery(a, _, _) => a.walk(f),
             Expr::Binary(_, a, b) | Expr::Like(a, b, _, _) => {
                 a.walk(f);
                 b.walk(f);
@@ -307,7 +311,11 @@ impl Expr {
             Expr::Row(args) => Expr::Row(args.into_iter().map(&mut *f).collect::<Result<_>>()?),
             Expr::Agg(call) => {
                 let AggCall { func, args, distinct } = *call;
-                Expr::Agg(Box::new(AggCall { func, args: args.into_iter().map(&mut *f).collect::<Result<_>>()?, distinct }))
+                Expr::Agg(Box::new(AggCall {
+                    func,
+                    args: args.into_iter().map(&mut *f).collect::<Result<_>>()?,
+                    distinct,
+                }))
             }
             other => other,
         })
@@ -375,7 +383,9 @@ impl Expr {
     /// Evaluates the expression on `row`.
     pub fn eval(&self, row: &[Value], ctx: &EvalCtx) -> Result<Value> {
         Ok(match self {
-            Expr::Column(i) => row.get(*i).cloned().ok_or_else(|| Error::internal(format!("column {i} out of range")))?,
+            Expr::Column(i) => {
+                row.get(*i).cloned().ok_or_else(|| Error::internal(format!("column {i} out of range")))?
+            }
             Expr::Outer(depth, i) => {
                 let r = ctx
                     .outer
@@ -427,9 +437,17 @@ impl Expr {
                 let lhs = items.iter().map(|e| e.eval(row, ctx)).collect::<Result<Vec<_>>>()?;
                 let mut saw_null = false;
                 for e in list {
-                    let Expr::Row(r) = e else { return Err(Error::user(Code::OperandColumns, format!("Operand should contain {} column(s)", items.len()))) };
+                    let Expr::Row(r) = e else {
+                        return Err(Error::user(
+                            Code::OperandColumns,
+                            format!("Operand should contain {} column(s)", items.len()),
+                        ));
+                    };
                     if r.len() != lhs.len() {
-                        return Err(Error::user(Code::OperandColumns, format!("Operand should contain {} column(s)", items.len())));
+                        return Err(Error::user(
+                            Code::OperandColumns,
+                            format!("Operand should contain {} column(s)", items.len()),
+                        ));
                     }
                     let mut all = Some(true);
                     for (l, x) in lhs.iter().zip(r) {
@@ -607,7 +625,10 @@ fn num_class(v: &Value) -> NumClass {
 }
 
 fn overflow(op: &str, a: &Value, b: &Value) -> Error {
-    Error::user(Code::DataOutOfRangeBigint, format!("BIGINT value is out of range in '({} {} {})'", a.to_display(), op, b.to_display()))
+    Error::user(
+        Code::DataOutOfRangeBigint,
+        format!("BIGINT value is out of range in '({} {} {})'", a.to_display(), op, b.to_display()),
+    )
 }
 
 fn arith(op: BinOp, a: Value, b: Value) -> Result<Value> {
@@ -679,7 +700,11 @@ fn arith(op: BinOp, a: Value, b: Value) -> Result<Value> {
                     if y.is_zero() {
                         return Ok(Value::Null);
                     }
-                    return x.checked_div(y).and_then(|q| q.trunc().to_i64()).map(Value::Int).ok_or_else(|| overflow("DIV", &a, &b));
+                    return x
+                        .checked_div(y)
+                        .and_then(|q| q.trunc().to_i64())
+                        .map(Value::Int)
+                        .ok_or_else(|| overflow("DIV", &a, &b));
                 }
                 BinOp::Mod => {
                     if y.is_zero() {
@@ -787,7 +812,8 @@ pub fn like_match(s: &[u8], p: &[u8], esc: u8) -> bool {
     let (mut star_p, mut star_s) = (usize::MAX, 0usize);
     while si < s.len() {
         if pi < p.len() {
-            let (pc, literal, width) = if p[pi] == esc && pi + 1 < p.len() { (p[pi + 1], true, 2) } else { (p[pi], false, 1) };
+            let (pc, literal, width) =
+                if p[pi] == esc && pi + 1 < p.len() { (p[pi + 1], true, 2) } else { (p[pi], false, 1) };
             if !literal && pc == '%' {
                 star_p = pi;
                 star_s = si;
@@ -830,7 +856,10 @@ pub fn cast(v: Value, t: CastType) -> Result<Value> {
             other => other.as_decimal().and_then(|d| d.round().to_u64()).unwrap_or(0),
         }),
         CastType::Decimal(_, s) => {
-            let d = v.as_decimal().unwrap_or_default().round_dp_with_strategy(s as u32, RoundingStrategy::MidpointAwayFromZero);
+            let d = v
+                .as_decimal()
+                .unwrap_or_default()
+                .round_dp_with_strategy(s as u32, RoundingStrategy::MidpointAwayFromZero);
             let mut d = d;
             d.rescale(s as u32);
             Value::Decimal(d)
@@ -847,7 +876,9 @@ pub fn cast(v: Value, t: CastType) -> Result<Value> {
         },
         CastType::Time => match &v {
             Value::Time(_) => v,
-            Value::DateTime(d) => Value::Time(((d.hour as i64 * 60 + d.minute as i64) * 60 + d.second as i64) * 1_000_000),
+            Value::DateTime(d) => {
+                Value::Time(((d.hour as i64 * 60 + d.minute as i64) * 60 + d.second as i64) * 1_000_000)
+            }
             other => strata_common::time::parse_duration(&other.to_display()).map(Value::Time).unwrap_or(Value::Null),
         },
     })
@@ -903,7 +934,12 @@ mod tests {
         let big = Expr::Binary(BinOp::Mul, lit(Value::Int(i64::MAX)), lit(Value::Int(2)));
         let ctx = EvalCtx { params: &[], outer: &[], subqueries: &SubqueryValues::default() };
         assert_eq!(big.eval(&[], &ctx).map_err(|e| e.code().number()).err(), Some(1690));
-        assert!(ev(Expr::InList(lit(Value::Int(1)), vec![Expr::Literal(Value::Null), Expr::Literal(Value::Int(2))], false)).is_null());
+        assert!(ev(Expr::InList(
+            lit(Value::Int(1)),
+            vec![Expr::Literal(Value::Null), Expr::Literal(Value::Int(2))],
+            false
+        ))
+        .is_null());
     }
 
     #[test]

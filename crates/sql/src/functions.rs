@@ -23,7 +23,7 @@ fn arg_count(name: &str, args: &[Value], min: usize, max: usize) -> Result<()> {
     Ok(())
 }
 
-/// Reads a value as a date-time (strings parsed, numbers as YYYYMMDD[HHMMSS]).
+/// Reads a value as a date-time (strings parsed, numbers as YYYYMMDD(HHMMSS)).
 pub fn to_datetime(v: &Value) -> Option<DateTime> {
     match v {
         Value::Date(d) | Value::DateTime(d) => Some(*d),
@@ -42,9 +42,28 @@ pub fn is_aggregate(name: &str) -> bool {
 pub fn is_session_function(name: &str) -> bool {
     matches!(
         name,
-        "now" | "current_timestamp" | "sysdate" | "localtime" | "localtimestamp" | "curdate" | "current_date" | "curtime"
-            | "current_time" | "database" | "schema" | "last_insert_id" | "connection_id" | "version" | "user"
-            | "current_user" | "session_user" | "system_user" | "utc_timestamp" | "unix_timestamp" | "found_rows" | "row_count"
+        "now"
+            | "current_timestamp"
+            | "sysdate"
+            | "localtime"
+            | "localtimestamp"
+            | "curdate"
+            | "current_date"
+            | "curtime"
+            | "current_time"
+            | "database"
+            | "schema"
+            | "last_insert_id"
+            | "connection_id"
+            | "version"
+            | "user"
+            | "current_user"
+            | "session_user"
+            | "system_user"
+            | "utc_timestamp"
+            | "unix_timestamp"
+            | "found_rows"
+            | "row_count"
     )
 }
 
@@ -60,7 +79,86 @@ fn round_decimal(d: Decimal, places: i64, truncate: bool) -> Decimal {
 
 /// Whether `name` is a scalar function this module implements.
 pub fn is_known(name: &str) -> bool {
-    matches!(name, "__unix_timestamp" | "abs" | "ascii" | "ceil" | "ceiling" | "char_length" | "character_length" | "coalesce" | "concat" | "concat_ws" | "date" | "date_add_interval" | "date_format" | "date_sub_interval" | "datediff" | "day" | "dayofmonth" | "dayofweek" | "dayofyear" | "exp" | "field" | "floor" | "greatest" | "hex" | "hour" | "if" | "ifnull" | "instr" | "isnull" | "last_day" | "lcase" | "least" | "left" | "length" | "ln" | "locate" | "log" | "log10" | "log2" | "lower" | "lpad" | "ltrim" | "md5" | "microsecond" | "mid" | "minute" | "mod" | "month" | "nullif" | "octet_length" | "pi" | "position" | "pow" | "power" | "quarter" | "rand" | "repeat" | "replace" | "reverse" | "right" | "round" | "rpad" | "rtrim" | "second" | "sign" | "space" | "sqrt" | "substr" | "substring" | "to_days" | "trim" | "truncate" | "ucase" | "upper" | "week" | "weekday" | "year")
+    matches!(
+        name,
+        "__unix_timestamp"
+            | "abs"
+            | "ascii"
+            | "ceil"
+            | "ceiling"
+            | "char_length"
+            | "character_length"
+            | "coalesce"
+            | "concat"
+            | "concat_ws"
+            | "date"
+            | "date_add_interval"
+            | "date_format"
+            | "date_sub_interval"
+            | "datediff"
+            | "day"
+            | "dayofmonth"
+            | "dayofweek"
+            | "dayofyear"
+            | "exp"
+            | "field"
+            | "floor"
+            | "greatest"
+            | "hex"
+            | "hour"
+            | "if"
+            | "ifnull"
+            | "instr"
+            | "isnull"
+            | "last_day"
+            | "lcase"
+            | "least"
+            | "left"
+            | "length"
+            | "ln"
+            | "locate"
+            | "log"
+            | "log10"
+            | "log2"
+            | "lower"
+            | "lpad"
+            | "ltrim"
+            | "md5"
+            | "microsecond"
+            | "mid"
+            | "minute"
+            | "mod"
+            | "month"
+            | "nullif"
+            | "octet_length"
+            | "pi"
+            | "position"
+            | "pow"
+            | "power"
+            | "quarter"
+            | "rand"
+            | "repeat"
+            | "replace"
+            | "reverse"
+            | "right"
+            | "round"
+            | "rpad"
+            | "rtrim"
+            | "second"
+            | "sign"
+            | "space"
+            | "sqrt"
+            | "substr"
+            | "substring"
+            | "to_days"
+            | "trim"
+            | "truncate"
+            | "ucase"
+            | "upper"
+            | "week"
+            | "weekday"
+            | "year"
+    )
 }
 
 /// Calls a scalar function.
@@ -106,7 +204,11 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
             let mut best = args.first().cloned().unwrap_or(Value::Null);
             for v in args.into_iter().skip(1) {
                 let ord = compare_values(&v, &best);
-                let better = if name == "greatest" { ord == Some(std::cmp::Ordering::Greater) } else { ord == Some(std::cmp::Ordering::Less) };
+                let better = if name == "greatest" {
+                    ord == Some(std::cmp::Ordering::Greater)
+                } else {
+                    ord == Some(std::cmp::Ordering::Less)
+                };
                 if better {
                     best = v;
                 }
@@ -163,7 +265,13 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
             let chars: Vec<char> = text(&args[0]).chars().collect();
             let n = chars.len() as i64;
             let pos = args[1].as_i64().unwrap_or(0);
-            let start = if pos > 0 { pos - 1 } else if pos < 0 { n + pos } else { return Ok(Value::str("")) };
+            let start = if pos > 0 {
+                pos - 1
+            } else if pos < 0 {
+                n + pos
+            } else {
+                return Ok(Value::str(""));
+            };
             if start < 0 || start >= n {
                 return Ok(Value::str(""));
             }
@@ -179,7 +287,8 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
             nullable!();
             let chars: Vec<char> = text(&args[0]).chars().collect();
             let k = (args[1].as_i64().unwrap_or(0).max(0) as usize).min(chars.len());
-            let s: String = if name == "left" { chars[..k].iter().collect() } else { chars[chars.len() - k..].iter().collect() };
+            let s: String =
+                if name == "left" { chars[..k].iter().collect() } else { chars[chars.len() - k..].iter().collect() };
             Value::str(s)
         }
         "lpad" | "rpad" => {
@@ -226,9 +335,14 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
         }
         "locate" | "instr" | "position" => {
             nullable!();
-            let (needle, hay) = if name == "instr" { (text(&args[1]), text(&args[0])) } else { (text(&args[0]), text(&args[1])) };
+            let (needle, hay) =
+                if name == "instr" { (text(&args[1]), text(&args[0])) } else { (text(&args[0]), text(&args[1])) };
             let hay_chars: Vec<char> = hay.chars().collect();
-            let start = if name == "locate" { args.get(2).and_then(|v| v.as_i64()).unwrap_or(1).max(1) as usize - 1 } else { 0 };
+            let start = if name == "locate" {
+                args.get(2).and_then(|v| v.as_i64()).unwrap_or(1).max(1) as usize - 1
+            } else {
+                0
+            };
             if start > hay_chars.len() {
                 return Ok(Value::Int(0));
             }
@@ -252,7 +366,10 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
         "abs" => {
             nullable!();
             match &args[0] {
-                Value::Int(i) => Value::Int(i.checked_abs().ok_or_else(|| Error::user(Code::DataOutOfRangeBigint, "BIGINT value is out of range"))?),
+                Value::Int(i) => Value::Int(
+                    i.checked_abs()
+                        .ok_or_else(|| Error::user(Code::DataOutOfRangeBigint, "BIGINT value is out of range"))?,
+                ),
                 Value::UInt(u) => Value::UInt(*u),
                 Value::Decimal(d) => Value::Decimal(d.abs()),
                 v => Value::Double(v.as_f64().unwrap_or(0.0).abs()),
@@ -345,7 +462,13 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
         "sign" => {
             nullable!();
             let f = args[0].as_f64().unwrap_or(0.0);
-            Value::Int(if f > 0.0 { 1 } else if f < 0.0 { -1 } else { 0 })
+            Value::Int(if f > 0.0 {
+                1
+            } else if f < 0.0 {
+                -1
+            } else {
+                0
+            })
         }
         "pi" => Value::Double(std::f64::consts::PI),
         "rand" => Value::Double(rand_f64()),
@@ -356,8 +479,8 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
                 None => Value::Null,
             }
         }
-        "year" | "month" | "day" | "dayofmonth" | "hour" | "minute" | "second" | "microsecond" | "dayofweek" | "weekday"
-        | "dayofyear" | "quarter" | "to_days" => {
+        "year" | "month" | "day" | "dayofmonth" | "hour" | "minute" | "second" | "microsecond" | "dayofweek"
+        | "weekday" | "dayofyear" | "quarter" | "to_days" => {
             nullable!();
             let d = match &args[0] {
                 Value::Time(t) if matches!(name, "hour" | "minute" | "second" | "microsecond") => {
@@ -409,7 +532,11 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
             nullable!();
             match to_datetime(&args[0]) {
                 Some(d) => {
-                    let next = if d.month == 12 { DateTime::from_ymd(d.year + 1, 1, 1) } else { DateTime::from_ymd(d.year, d.month + 1, 1) };
+                    let next = if d.month == 12 {
+                        DateTime::from_ymd(d.year + 1, 1, 1)
+                    } else {
+                        DateTime::from_ymd(d.year, d.month + 1, 1)
+                    };
                     Value::Date(next.with_day_number(next.day_number() - 1))
                 }
                 None => Value::Null,
@@ -495,7 +622,20 @@ pub fn add_interval(d: DateTime, amount: &Value, unit: &str, sign: i64) -> Optio
 }
 
 fn date_format(d: &DateTime, fmt: &str) -> String {
-    const MONTHS: [&str; 12] = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
     const DAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
     let mut out = String::new();
     let mut chars = fmt.chars();
@@ -521,7 +661,10 @@ fn date_format(d: &DateTime, fmt: &str) -> String {
             'f' => out += &format!("{:06}", d.micro),
             'p' => out += if d.hour < 12 { "AM" } else { "PM" },
             'M' => out += MONTHS.get(d.month as usize - 1).copied().unwrap_or(""),
-            'b' => out += &MONTHS.get(d.month as usize - 1).copied().unwrap_or("")[..3.min(MONTHS.get(d.month as usize - 1).map_or(0, |m| m.len()))],
+            'b' => {
+                out += &MONTHS.get(d.month as usize - 1).copied().unwrap_or("")
+                    [..3.min(MONTHS.get(d.month as usize - 1).map_or(0, |m| m.len()))]
+            }
             'W' => out += DAYS[dow],
             'a' => out += &DAYS[dow][..3],
             'j' => out += &format!("{:03}", d.day_number() - DateTime::from_ymd(d.year, 1, 1).day_number() + 1),

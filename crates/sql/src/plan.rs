@@ -138,7 +138,7 @@ pub enum Plan {
         /// Input.
         input: Box<Plan>,
     },
-    /// UNION [ALL] of same-width inputs.
+    /// UNION (ALL) of same-width inputs.
     Union {
         /// Inputs.
         inputs: Vec<Plan>,
@@ -208,7 +208,9 @@ impl Plan {
                 let a = match access {
                     Access::Full => "TableFullScan".to_string(),
                     Access::Points(p) => format!("PointGet keys:{}", p.len()),
-                    Access::PkRange(r) => format!("TableRangeScan eq:{} range:{}", r.eq.len(), r.lower.is_some() || r.upper.is_some()),
+                    Access::PkRange(r) => {
+                        format!("TableRangeScan eq:{} range:{}", r.eq.len(), r.lower.is_some() || r.upper.is_some())
+                    }
                     Access::Index(i, r) => format!(
                         "IndexLookUp index:{} eq:{} range:{}",
                         table.indexes.get(*i).map(|x| x.name.as_str()).unwrap_or("?"),
@@ -217,7 +219,13 @@ impl Plan {
                     ),
                 };
                 (
-                    format!("{} table:{}{}{}", a, table.name, if filter.is_some() { " filtered" } else { "" }, if *lock { " locked" } else { "" }),
+                    format!(
+                        "{} table:{}{}{}",
+                        a,
+                        table.name,
+                        if filter.is_some() { " filtered" } else { "" },
+                        if *lock { " locked" } else { "" }
+                    ),
                     vec![],
                 )
             }
@@ -228,11 +236,15 @@ impl Plan {
                 vec![left, right],
             ),
             Plan::HashJoin { left, right, kind, .. } => (format!("HashJoin {kind:?}"), vec![left, right]),
-            Plan::Aggregate { input, group, aggs } => (format!("HashAgg group:{} aggs:{}", group.len(), aggs.len()), vec![input]),
+            Plan::Aggregate { input, group, aggs } => {
+                (format!("HashAgg group:{} aggs:{}", group.len(), aggs.len()), vec![input])
+            }
             Plan::Sort { input, keys } => (format!("Sort keys:{}", keys.len()), vec![input]),
             Plan::Limit { input, .. } => ("Limit".into(), vec![input]),
             Plan::Distinct { input } => ("Distinct".into(), vec![input]),
-            Plan::Union { inputs, all } => (format!("Union{}", if *all { " all" } else { "" }), inputs.iter().collect()),
+            Plan::Union { inputs, all } => {
+                (format!("Union{}", if *all { " all" } else { "" }), inputs.iter().collect())
+            }
             Plan::Truncate { input, .. } => return input.explain(depth, out),
         };
         out.push(format!("{pad}{line}"));

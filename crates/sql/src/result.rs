@@ -110,7 +110,10 @@ impl Column {
                     col.charset = 63;
                     col.flags |= flags::BINARY;
                 }
-                if matches!(t, ColumnType::Int { .. } | ColumnType::Decimal { .. } | ColumnType::Float | ColumnType::Double) {
+                if matches!(
+                    t,
+                    ColumnType::Int { .. } | ColumnType::Decimal { .. } | ColumnType::Float | ColumnType::Double
+                ) {
                     col.flags |= flags::NUM;
                 }
                 if c.not_null {
@@ -185,7 +188,13 @@ impl QueryResult {
 
     /// OK with one warning.
     pub fn ok_with_warning(affected: u64, code: Code, msg: String) -> QueryResult {
-        QueryResult::Ok { affected, matched: affected, last_insert_id: 0, warnings: vec![(code, msg)], info: String::new() }
+        QueryResult::Ok {
+            affected,
+            matched: affected,
+            last_insert_id: 0,
+            warnings: vec![(code, msg)],
+            info: String::new(),
+        }
     }
 
     /// A result set of text columns.

@@ -205,7 +205,8 @@ impl Session {
     }
 
     async fn begin(&mut self, mode: Option<LockMode>) -> Result<Transaction> {
-        let txn = Transaction::begin(self.engine.client.clone(), self.engine.oracle.clone(), self.txn_options(mode)).await?;
+        let txn =
+            Transaction::begin(self.engine.client.clone(), self.engine.oracle.clone(), self.txn_options(mode)).await?;
         self.engine.active.lock().insert(self.conn_id, txn.start_ts());
         Ok(txn)
     }
@@ -309,7 +310,12 @@ impl Session {
                 }
                 p.stmt.clone()
             }
-            None => return Err(Error::user(Code::UnknownStmtHandler, format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"))),
+            None => {
+                return Err(Error::user(
+                    Code::UnknownStmtHandler,
+                    format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
+                ))
+            }
         };
         self.run(&stmt, params).await
     }
@@ -331,25 +337,48 @@ impl Session {
                 let rows = self
                     .warnings
                     .iter()
-                    .map(|(level, code, msg)| vec![Value::str(*level), Value::Int(code.number() as i64), Value::str(msg.clone())])
+                    .map(|(level, code, msg)| {
+                        vec![Value::str(*level), Value::Int(code.number() as i64), Value::str(msg.clone())]
+                    })
                     .collect();
                 Some(Ok(QueryResult::Rows {
                     columns: vec![Column::text("Level"), Column::int("Code"), Column::text("Message")],
                     rows,
                 }))
             }
-            ["show", "index" | "indexes" | "keys", "from" | "in", ..] => Some(crate::show::show_index(&self.engine.catalog, t, &self.db)),
+            ["show", "index" | "indexes" | "keys", "from" | "in", ..] => {
+                Some(crate::show::show_index(&self.engine.catalog, t, &self.db))
+            }
             ["show", "engines"] => Some(Ok(QueryResult::text_rows(
                 &["Engine", "Support", "Comment", "Transactions", "XA", "Savepoints"],
-                vec![vec![Value::str("InnoDB"), Value::str("DEFAULT"), Value::str("Strata's transactional engine"), Value::str("YES"), Value::str("NO"), Value::str("NO")]],
+                vec![vec![
+                    Value::str("InnoDB"),
+                    Value::str("DEFAULT"),
+                    Value::str("Strata's transactional engine"),
+                    Value::str("YES"),
+                    Value::str("NO"),
+                    Value::str("NO"),
+                ]],
             ))),
             ["show", "collation", ..] => Some(Ok(QueryResult::text_rows(
                 &["Collation", "Charset", "Id", "Default", "Compiled", "Sortlen"],
-                vec![vec![Value::str("utf8mb4_bin"), Value::str("utf8mb4"), Value::Int(46), Value::str("Yes"), Value::str("Yes"), Value::Int(1)]],
+                vec![vec![
+                    Value::str("utf8mb4_bin"),
+                    Value::str("utf8mb4"),
+                    Value::Int(46),
+                    Value::str("Yes"),
+                    Value::str("Yes"),
+                    Value::Int(1),
+                ]],
             ))),
             ["show", "character", "set", ..] | ["show", "charset", ..] => Some(Ok(QueryResult::text_rows(
                 &["Charset", "Description", "Default collation", "Maxlen"],
-                vec![vec![Value::str("utf8mb4"), Value::str("UTF-8 Unicode"), Value::str("utf8mb4_bin"), Value::Int(4)]],
+                vec![vec![
+                    Value::str("utf8mb4"),
+                    Value::str("UTF-8 Unicode"),
+                    Value::str("utf8mb4_bin"),
+                    Value::Int(4),
+                ]],
             ))),
             ["show", "status", ..] | ["show", "session", "status", ..] | ["show", "global", "status", ..] => {
                 Some(Ok(QueryResult::text_rows(&["Variable_name", "Value"], Vec::new())))
@@ -358,7 +387,9 @@ impl Session {
                 &["Id", "User", "Host", "db", "Command", "Time", "State", "Info"],
                 Vec::new(),
             ))),
-            ["analyze", "table", ..] => Some(Ok(QueryResult::text_rows(&["Table", "Op", "Msg_type", "Msg_text"], Vec::new()))),
+            ["analyze", "table", ..] => {
+                Some(Ok(QueryResult::text_rows(&["Table", "Op", "Msg_type", "Msg_text"], Vec::new())))
+            }
             _ => None,
         }
     }
@@ -387,7 +418,9 @@ impl Session {
             S::Set(set) => self.set(set).await,
             S::Use(u) => {
                 let name = match u {
-                    ast::Use::Object(n) | ast::Use::Database(n) | ast::Use::Schema(n) => crate::binder::split_name(n)?.1,
+                    ast::Use::Object(n) | ast::Use::Database(n) | ast::Use::Schema(n) => {
+                        crate::binder::split_name(n)?.1
+                    }
                     other => other.to_string(),
                 };
                 self.use_database(&name).map(|_| QueryResult::ok(0))
@@ -431,7 +464,11 @@ impl Session {
                     }
                     ast::ObjectType::Index => {
                         let Some(t) = table else { return Err(Error::parse("DROP INDEX needs ON table")) };
-                        let idx = names.first().map(|n| crate::binder::split_name(n).map(|x| x.1)).transpose()?.unwrap_or_default();
+                        let idx = names
+                            .first()
+                            .map(|n| crate::binder::split_name(n).map(|x| x.1))
+                            .transpose()?
+                            .unwrap_or_default();
                         self.engine.drop_index_stmt(&idx, t, &self.db).await
                     }
                     other => Err(Error::unsupported(format!("DROP {other}"))),
@@ -439,20 +476,30 @@ impl Session {
             }
             S::Truncate(t) => {
                 self.commit().await?;
-                let name = t.table_names.first().map(|n| n.name.clone()).ok_or_else(|| Error::parse("TRUNCATE needs a table"))?;
+                let name = t
+                    .table_names
+                    .first()
+                    .map(|n| n.name.clone())
+                    .ok_or_else(|| Error::parse("TRUNCATE needs a table"))?;
                 self.engine.truncate(&name, &self.db).await
             }
             S::ShowVariables { filter, .. } => crate::show::show_variables(&self.vars, filter.as_ref()),
             S::ShowDatabases { show_options, .. } => crate::show::show_databases(&self.engine.catalog, show_options),
-            S::ShowTables { full, show_options, .. } => crate::show::show_tables(&self.engine.catalog, &self.db, *full, show_options),
-            S::ShowColumns { full, show_options, .. } => crate::show::show_columns(&self.engine.catalog, &self.db, *full, show_options),
-            S::ShowCreate { obj_type, obj_name } => crate::show::show_create(&self.engine.catalog, &self.db, *obj_type, obj_name),
+            S::ShowTables { full, show_options, .. } => {
+                crate::show::show_tables(&self.engine.catalog, &self.db, *full, show_options)
+            }
+            S::ShowColumns { full, show_options, .. } => {
+                crate::show::show_columns(&self.engine.catalog, &self.db, *full, show_options)
+            }
+            S::ShowCreate { obj_type, obj_name } => {
+                crate::show::show_create(&self.engine.catalog, &self.db, *obj_type, obj_name)
+            }
             S::ExplainTable { table_name, .. } => crate::show::describe(&self.engine.catalog, &self.db, table_name),
             S::Explain { statement, .. } => self.explain(statement),
             S::Analyze(_) => Ok(QueryResult::text_rows(&["Table", "Op", "Msg_type", "Msg_text"], Vec::new())),
             S::Flush { .. } | S::LockTables { .. } | S::UnlockTables => Ok(QueryResult::ok(0)),
             S::Kill { .. } => Err(Error::unsupported("KILL")),
-            other => Err(Error::unsupported(format!("{}", truncate_sql(&other.to_string())))),
+            other => Err(Error::unsupported(truncate_sql(&other.to_string()).to_string())),
         };
         if let Ok(QueryResult::Ok { warnings, last_insert_id, .. }) = &r {
             for (c, m) in warnings.clone() {
@@ -530,7 +577,8 @@ impl Session {
             ast::Set::SetTransaction { modes, .. } => {
                 for m in modes {
                     if let ast::TransactionMode::IsolationLevel(level) = m {
-                        let name = isolation_name(&level.to_string()).ok_or_else(|| Error::parse("bad isolation level"))?;
+                        let name =
+                            isolation_name(&level.to_string()).ok_or_else(|| Error::parse("bad isolation level"))?;
                         self.vars.insert("transaction_isolation".into(), Value::str(name));
                         self.vars.insert("tx_isolation".into(), Value::str(name));
                     }
@@ -566,15 +614,25 @@ impl Session {
             return Ok(());
         }
         let var = lname.trim_start_matches("@@");
-        let var = var.strip_prefix("session.").or_else(|| var.strip_prefix("global.")).or_else(|| var.strip_prefix("local.")).unwrap_or(var);
-        let var = var.strip_prefix("session ").or_else(|| var.strip_prefix("global ")).unwrap_or(var).trim().to_string();
+        let var = var
+            .strip_prefix("session.")
+            .or_else(|| var.strip_prefix("global."))
+            .or_else(|| var.strip_prefix("local."))
+            .unwrap_or(var);
+        let var =
+            var.strip_prefix("session ").or_else(|| var.strip_prefix("global ")).unwrap_or(var).trim().to_string();
         let text = value_text(&v);
         match var.as_str() {
             "autocommit" => {
                 let on = match text.to_ascii_lowercase().as_str() {
                     "1" | "on" | "true" => true,
                     "0" | "off" | "false" => false,
-                    _ => return Err(Error::user(Code::WrongValueForVar, format!("Variable 'autocommit' can't be set to the value of '{text}'"))),
+                    _ => {
+                        return Err(Error::user(
+                            Code::WrongValueForVar,
+                            format!("Variable 'autocommit' can't be set to the value of '{text}'"),
+                        ))
+                    }
                 };
                 if on && !self.autocommit() {
                     self.commit().await?;
@@ -583,7 +641,10 @@ impl Session {
             }
             "transaction_isolation" | "tx_isolation" => {
                 let name = isolation_name(&text).ok_or_else(|| {
-                    Error::user(Code::WrongValueForVar, format!("Variable '{var}' can't be set to the value of '{text}'"))
+                    Error::user(
+                        Code::WrongValueForVar,
+                        format!("Variable '{var}' can't be set to the value of '{text}'"),
+                    )
                 })?;
                 self.vars.insert("transaction_isolation".into(), Value::str(name));
                 self.vars.insert("tx_isolation".into(), Value::str(name));
@@ -592,7 +653,12 @@ impl Session {
                 let mode = match text.to_ascii_lowercase().as_str() {
                     "optimistic" => "optimistic",
                     "pessimistic" | "" => "pessimistic",
-                    _ => return Err(Error::user(Code::WrongValueForVar, format!("Variable 'tidb_txn_mode' can't be set to the value of '{text}'"))),
+                    _ => {
+                        return Err(Error::user(
+                            Code::WrongValueForVar,
+                            format!("Variable 'tidb_txn_mode' can't be set to the value of '{text}'"),
+                        ))
+                    }
                 };
                 self.vars.insert(var, Value::str(mode));
             }
@@ -604,7 +670,10 @@ impl Session {
             }
             _ => {
                 if !self.vars.contains_key(&var) {
-                    self.warn(Code::UnknownSystemVariable, format!("Unknown system variable '{var}' (accepted and ignored)"));
+                    self.warn(
+                        Code::UnknownSystemVariable,
+                        format!("Unknown system variable '{var}' (accepted and ignored)"),
+                    );
                 }
                 self.vars.insert(var, v);
             }
@@ -619,7 +688,8 @@ fn truncate_sql(s: &str) -> String {
 
 /// The statement's NOW(): wall-clock time for SQL functions (not for MVCC ordering).
 fn now() -> DateTime {
-    let us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
+    let us =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
     let epoch = DateTime::from_ymd(1970, 1, 1).to_micros();
     let mut d = DateTime::from_micros(epoch + us);
     d.micro = 0;
@@ -627,7 +697,13 @@ fn now() -> DateTime {
 }
 
 /// Runs a query or DML statement inside `txn`.
-pub async fn exec_statement(engine: &Engine, txn: &mut Transaction, info: &SessionInfo, stmt: &ast::Statement, params: &[Value]) -> Result<QueryResult> {
+pub async fn exec_statement(
+    engine: &Engine,
+    txn: &mut Transaction,
+    info: &SessionInfo,
+    stmt: &ast::Statement,
+    params: &[Value],
+) -> Result<QueryResult> {
     let dml = DmlCtx { catalog: &engine.catalog, session: info, params };
     match stmt {
         ast::Statement::Query(q) => {

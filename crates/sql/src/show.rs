@@ -29,8 +29,11 @@ fn matches(pattern: &Option<String>, name: &str) -> bool {
     }
 }
 
-/// SHOW VARIABLES [LIKE ...].
-pub fn show_variables(vars: &BTreeMap<String, Value>, filter: Option<&ast::ShowStatementFilter>) -> Result<QueryResult> {
+/// SHOW VARIABLES (LIKE ...).
+pub fn show_variables(
+    vars: &BTreeMap<String, Value>,
+    filter: Option<&ast::ShowStatementFilter>,
+) -> Result<QueryResult> {
     let pat = like_filter(filter)?;
     let rows = vars
         .iter()
@@ -60,8 +63,13 @@ pub fn show_databases(cat: &Catalog, opts: &ast::ShowStatementOptions) -> Result
     Ok(QueryResult::text_rows(&["Database"], rows))
 }
 
-/// SHOW [FULL] TABLES.
-pub fn show_tables(cat: &Catalog, current: &Option<String>, full: bool, opts: &ast::ShowStatementOptions) -> Result<QueryResult> {
+/// SHOW (FULL) TABLES.
+pub fn show_tables(
+    cat: &Catalog,
+    current: &Option<String>,
+    full: bool,
+    opts: &ast::ShowStatementOptions,
+) -> Result<QueryResult> {
     let (db, pat) = show_db_and_filter(opts)?;
     let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
     let tables = cat.tables(&db).ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{db}'")))?;
@@ -132,8 +140,13 @@ fn columns_rows(t: &TableInfo, full: bool) -> Vec<Vec<Value>> {
         .collect()
 }
 
-/// SHOW [FULL] COLUMNS FROM t.
-pub fn show_columns(cat: &Catalog, current: &Option<String>, full: bool, opts: &ast::ShowStatementOptions) -> Result<QueryResult> {
+/// SHOW (FULL) COLUMNS FROM t.
+pub fn show_columns(
+    cat: &Catalog,
+    current: &Option<String>,
+    full: bool,
+    opts: &ast::ShowStatementOptions,
+) -> Result<QueryResult> {
     let si = opts.show_in.as_ref().ok_or_else(|| Error::parse("SHOW COLUMNS needs FROM table"))?;
     let name = si.parent_name.as_ref().ok_or_else(|| Error::parse("SHOW COLUMNS needs FROM table"))?;
     let (db, t) = split_name(name)?;
@@ -155,7 +168,7 @@ pub fn describe(cat: &Catalog, current: &Option<String>, name: &ast::ObjectName)
     Ok(QueryResult::text_rows(&["Field", "Type", "Null", "Key", "Default", "Extra"], columns_rows(&table, false)))
 }
 
-/// SHOW INDEX FROM t [FROM db] (parsed by hand: the SQL parser does not know it).
+/// SHOW INDEX FROM t (FROM db) (parsed by hand: the SQL parser does not know it).
 pub fn show_index(cat: &Catalog, sql: &str, current: &Option<String>) -> Result<QueryResult> {
     let words: Vec<&str> = sql.split_whitespace().collect();
     let tname = words.get(3).ok_or_else(|| Error::parse("SHOW INDEX needs a table"))?.trim_matches('`');
@@ -194,7 +207,23 @@ pub fn show_index(cat: &Catalog, sql: &str, current: &Option<String>) -> Result<
         push(&i.name, i.unique, &i.columns);
     }
     Ok(QueryResult::text_rows(
-        &["Table", "Non_unique", "Key_name", "Seq_in_index", "Column_name", "Collation", "Cardinality", "Sub_part", "Packed", "Null", "Index_type", "Comment", "Index_comment", "Visible", "Expression"],
+        &[
+            "Table",
+            "Non_unique",
+            "Key_name",
+            "Seq_in_index",
+            "Column_name",
+            "Collation",
+            "Cardinality",
+            "Sub_part",
+            "Packed",
+            "Null",
+            "Index_type",
+            "Comment",
+            "Index_comment",
+            "Visible",
+            "Expression",
+        ],
         rows,
     ))
 }
@@ -230,17 +259,29 @@ pub fn create_table_sql(t: &TableInfo) -> String {
     for i in &t.indexes {
         lines.push(format!("  {}KEY {} ({})", if i.unique { "UNIQUE " } else { "" }, q(&i.name), names(&i.columns)));
     }
-    format!("CREATE TABLE {} (\n{}\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin", q(&t.name), lines.join(",\n"))
+    format!(
+        "CREATE TABLE {} (\n{}\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+        q(&t.name),
+        lines.join(",\n")
+    )
 }
 
 /// SHOW CREATE TABLE / DATABASE.
-pub fn show_create(cat: &Catalog, current: &Option<String>, kind: ast::ShowCreateObject, name: &ast::ObjectName) -> Result<QueryResult> {
+pub fn show_create(
+    cat: &Catalog,
+    current: &Option<String>,
+    kind: ast::ShowCreateObject,
+    name: &ast::ObjectName,
+) -> Result<QueryResult> {
     match kind {
         ast::ShowCreateObject::Table => {
             let (db, t) = split_name(name)?;
             let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
             let table = cat.table(&db, &t)?;
-            Ok(QueryResult::text_rows(&["Table", "Create Table"], vec![vec![Value::str(table.name.clone()), Value::str(create_table_sql(&table))]]))
+            Ok(QueryResult::text_rows(
+                &["Table", "Create Table"],
+                vec![vec![Value::str(table.name.clone()), Value::str(create_table_sql(&table))]],
+            ))
         }
         other => Err(Error::unsupported(format!("SHOW CREATE {other}"))),
     }
@@ -255,18 +296,47 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
     let s = |v: &str| Value::str(v);
     let mut dbs = vec!["information_schema".to_string()];
     dbs.extend(cat.databases());
-    let all_tables: Vec<std::sync::Arc<TableInfo>> = cat.databases().iter().flat_map(|d| cat.tables(d).unwrap_or_default()).collect();
+    let all_tables: Vec<std::sync::Arc<TableInfo>> =
+        cat.databases().iter().flat_map(|d| cat.tables(d).unwrap_or_default()).collect();
     Ok(match table.to_ascii_lowercase().as_str() {
         "schemata" => (
-            text_cols(&["CATALOG_NAME", "SCHEMA_NAME", "DEFAULT_CHARACTER_SET_NAME", "DEFAULT_COLLATION_NAME", "SQL_PATH"]),
-            dbs.into_iter().map(|d| vec![s("def"), Value::str(d), s("utf8mb4"), s("utf8mb4_bin"), Value::Null]).collect(),
+            text_cols(&[
+                "CATALOG_NAME",
+                "SCHEMA_NAME",
+                "DEFAULT_CHARACTER_SET_NAME",
+                "DEFAULT_COLLATION_NAME",
+                "SQL_PATH",
+            ]),
+            dbs.into_iter()
+                .map(|d| vec![s("def"), Value::str(d), s("utf8mb4"), s("utf8mb4_bin"), Value::Null])
+                .collect(),
         ),
         "tables" => (
-            text_cols(&["TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "TABLE_TYPE", "ENGINE", "TABLE_ROWS", "AUTO_INCREMENT", "TABLE_COLLATION", "TABLE_COMMENT"]),
+            text_cols(&[
+                "TABLE_CATALOG",
+                "TABLE_SCHEMA",
+                "TABLE_NAME",
+                "TABLE_TYPE",
+                "ENGINE",
+                "TABLE_ROWS",
+                "AUTO_INCREMENT",
+                "TABLE_COLLATION",
+                "TABLE_COMMENT",
+            ]),
             all_tables
                 .iter()
                 .map(|t| {
-                    vec![s("def"), Value::str(t.db.clone()), Value::str(t.name.clone()), s("BASE TABLE"), s("InnoDB"), Value::Null, Value::Null, s("utf8mb4_bin"), s("")]
+                    vec![
+                        s("def"),
+                        Value::str(t.db.clone()),
+                        Value::str(t.name.clone()),
+                        s("BASE TABLE"),
+                        s("InnoDB"),
+                        Value::Null,
+                        Value::Null,
+                        s("utf8mb4_bin"),
+                        s(""),
+                    ]
                 })
                 .collect(),
         ),
@@ -275,8 +345,12 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
             for t in &all_tables {
                 for (i, c) in t.columns.iter().enumerate() {
                     let (prec, scale) = match c.ty {
-                        ColumnType::Decimal { precision, scale } => (Value::Int(precision as i64), Value::Int(scale as i64)),
-                        ColumnType::Int { bytes, .. } => (Value::Int([3, 5, 7, 10, 19][(bytes as usize).min(8) / 2]), Value::Int(0)),
+                        ColumnType::Decimal { precision, scale } => {
+                            (Value::Int(precision as i64), Value::Int(scale as i64))
+                        }
+                        ColumnType::Int { bytes, .. } => {
+                            (Value::Int([3, 5, 7, 10, 19][(bytes as usize).min(8) / 2]), Value::Int(0))
+                        }
                         _ => (Value::Null, Value::Null),
                     };
                     let data_type = c.ty.sql_name().split(['(', ' ']).next().unwrap_or("").to_string();
@@ -290,7 +364,10 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                         s(if c.nullable { "YES" } else { "NO" }),
                         Value::str(data_type),
                         match c.ty {
-                            ColumnType::Char(n) | ColumnType::Varchar(n) | ColumnType::Text(n) | ColumnType::Blob(n) => Value::Int(n as i64),
+                            ColumnType::Char(n)
+                            | ColumnType::Varchar(n)
+                            | ColumnType::Text(n)
+                            | ColumnType::Blob(n) => Value::Int(n as i64),
                             _ => Value::Null,
                         },
                         prec,
@@ -304,8 +381,21 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
             }
             (
                 text_cols(&[
-                    "TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "COLUMN_NAME", "ORDINAL_POSITION", "COLUMN_DEFAULT", "IS_NULLABLE", "DATA_TYPE",
-                    "CHARACTER_MAXIMUM_LENGTH", "NUMERIC_PRECISION", "NUMERIC_SCALE", "COLUMN_TYPE", "COLUMN_KEY", "EXTRA", "COLUMN_COMMENT",
+                    "TABLE_CATALOG",
+                    "TABLE_SCHEMA",
+                    "TABLE_NAME",
+                    "COLUMN_NAME",
+                    "ORDINAL_POSITION",
+                    "COLUMN_DEFAULT",
+                    "IS_NULLABLE",
+                    "DATA_TYPE",
+                    "CHARACTER_MAXIMUM_LENGTH",
+                    "NUMERIC_PRECISION",
+                    "NUMERIC_SCALE",
+                    "COLUMN_TYPE",
+                    "COLUMN_KEY",
+                    "EXTRA",
+                    "COLUMN_COMMENT",
                 ]),
                 rows,
             )
@@ -338,11 +428,25 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                 }
             }
             (
-                text_cols(&["TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "NON_UNIQUE", "INDEX_SCHEMA", "INDEX_NAME", "SEQ_IN_INDEX", "COLUMN_NAME", "COLLATION", "NULLABLE", "INDEX_TYPE"]),
+                text_cols(&[
+                    "TABLE_CATALOG",
+                    "TABLE_SCHEMA",
+                    "TABLE_NAME",
+                    "NON_UNIQUE",
+                    "INDEX_SCHEMA",
+                    "INDEX_NAME",
+                    "SEQ_IN_INDEX",
+                    "COLUMN_NAME",
+                    "COLLATION",
+                    "NULLABLE",
+                    "INDEX_TYPE",
+                ]),
                 rows,
             )
         }
-        other => return Err(Error::user(Code::NoSuchTable, format!("Table 'information_schema.{other}' doesn't exist"))),
+        other => {
+            return Err(Error::user(Code::NoSuchTable, format!("Table 'information_schema.{other}' doesn't exist")))
+        }
     })
 }
 

@@ -77,7 +77,9 @@ pub fn decode_row(table: &TableInfo, bytes: &[u8]) -> Result<(Row, Option<i64>)>
         out.push(match v {
             Some(v) => v,
             None => match &c.default {
-                Some(crate::catalog::DefaultValue::Text(t)) => c.ty.coerce(Value::str(t.clone()), &c.name).unwrap_or(Value::Null),
+                Some(crate::catalog::DefaultValue::Text(t)) => {
+                    c.ty.coerce(Value::str(t.clone()), &c.name).unwrap_or(Value::Null)
+                }
                 _ => Value::Null,
             },
         });

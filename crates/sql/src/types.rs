@@ -158,7 +158,8 @@ impl ColumnType {
                 format!("Incorrect {} value: '{}' for column '{}' at row 1", self.kind_name(), v.to_display(), column),
             )
         };
-        let out_of_range = || Error::user(Code::DataOutOfRange, format!("Out of range value for column '{column}' at row 1"));
+        let out_of_range =
+            || Error::user(Code::DataOutOfRange, format!("Out of range value for column '{column}' at row 1"));
         match self {
             ColumnType::Int { bytes, unsigned } => {
                 if let Value::Bytes(b) = &v {
@@ -175,7 +176,10 @@ impl ColumnType {
                         Value::Int(i) if *i < 0 => return Err(out_of_range()),
                         Value::Int(i) => *i as u64,
                         other => {
-                            let d = other.as_decimal().ok_or_else(out_of_range)?.round_dp_with_strategy(0, RoundingStrategy::MidpointAwayFromZero);
+                            let d = other
+                                .as_decimal()
+                                .ok_or_else(out_of_range)?
+                                .round_dp_with_strategy(0, RoundingStrategy::MidpointAwayFromZero);
                             if d.is_sign_negative() && !d.is_zero() {
                                 return Err(out_of_range());
                             }
@@ -187,12 +191,19 @@ impl ColumnType {
                     }
                     Ok(Value::UInt(n))
                 } else {
-                    let (min, max) = if bits == 64 { (i64::MIN, i64::MAX) } else { (-(1i64 << (bits - 1)), (1i64 << (bits - 1)) - 1) };
+                    let (min, max) = if bits == 64 {
+                        (i64::MIN, i64::MAX)
+                    } else {
+                        (-(1i64 << (bits - 1)), (1i64 << (bits - 1)) - 1)
+                    };
                     let n: i64 = match &v {
                         Value::Int(i) => *i,
                         Value::UInt(u) => i64::try_from(*u).map_err(|_| out_of_range())?,
                         other => {
-                            let d = other.as_decimal().ok_or_else(out_of_range)?.round_dp_with_strategy(0, RoundingStrategy::MidpointAwayFromZero);
+                            let d = other
+                                .as_decimal()
+                                .ok_or_else(out_of_range)?
+                                .round_dp_with_strategy(0, RoundingStrategy::MidpointAwayFromZero);
                             d.to_i64().ok_or_else(out_of_range)?
                         }
                     };
@@ -241,7 +252,10 @@ impl ColumnType {
                     String::from_utf8_lossy(&bytes).chars().count()
                 };
                 if len > *n as usize {
-                    return Err(Error::user(Code::DataTooLong, format!("Data too long for column '{column}' at row 1")));
+                    return Err(Error::user(
+                        Code::DataTooLong,
+                        format!("Data too long for column '{column}' at row 1"),
+                    ));
                 }
                 let bytes = if let ColumnType::Char(_) = self {
                     let end = bytes.iter().rposition(|c| *c != b' ').map(|i| i + 1).unwrap_or(0);
@@ -254,9 +268,11 @@ impl ColumnType {
             ColumnType::Date | ColumnType::DateTime(_) | ColumnType::Timestamp(_) => {
                 let dt = match &v {
                     Value::Date(d) | Value::DateTime(d) => *d,
-                    Value::Bytes(b) => DateTime::parse(std::str::from_utf8(b).unwrap_or("")).ok_or_else(|| date_err(self, &v, column))?,
+                    Value::Bytes(b) => DateTime::parse(std::str::from_utf8(b).unwrap_or(""))
+                        .ok_or_else(|| date_err(self, &v, column))?,
                     Value::Int(_) | Value::UInt(_) | Value::Decimal(_) => {
-                        DateTime::parse(&v.as_i64().unwrap_or(0).to_string()).ok_or_else(|| date_err(self, &v, column))?
+                        DateTime::parse(&v.as_i64().unwrap_or(0).to_string())
+                            .ok_or_else(|| date_err(self, &v, column))?
                     }
                     _ => return Err(date_err(self, &v, column)),
                 };
@@ -268,8 +284,12 @@ impl ColumnType {
             }
             ColumnType::Time(_) => match &v {
                 Value::Time(t) => Ok(Value::Time(*t)),
-                Value::DateTime(d) => Ok(Value::Time(((d.hour as i64 * 60 + d.minute as i64) * 60 + d.second as i64) * 1_000_000 + d.micro as i64)),
-                Value::Bytes(b) => parse_duration(std::str::from_utf8(b).unwrap_or("")).map(Value::Time).ok_or_else(|| date_err(self, &v, column)),
+                Value::DateTime(d) => Ok(Value::Time(
+                    ((d.hour as i64 * 60 + d.minute as i64) * 60 + d.second as i64) * 1_000_000 + d.micro as i64,
+                )),
+                Value::Bytes(b) => parse_duration(std::str::from_utf8(b).unwrap_or(""))
+                    .map(Value::Time)
+                    .ok_or_else(|| date_err(self, &v, column)),
                 other => parse_duration(&other.to_display()).map(Value::Time).ok_or_else(|| date_err(self, &v, column)),
             },
         }
@@ -296,7 +316,10 @@ fn round_fsp(mut dt: DateTime, fsp: u8) -> DateTime {
 }
 
 fn date_err(t: &ColumnType, v: &Value, column: &str) -> Error {
-    Error::user(Code::TruncatedWrongValue, format!("Incorrect {} value: '{}' for column '{}' at row 1", t.kind_name(), v.to_display(), column))
+    Error::user(
+        Code::TruncatedWrongValue,
+        format!("Incorrect {} value: '{}' for column '{}' at row 1", t.kind_name(), v.to_display(), column),
+    )
 }
 
 #[cfg(test)]
@@ -313,6 +336,9 @@ mod tests {
         assert!(dec.coerce(Value::Int(1000), "c").is_err());
         let vc = ColumnType::Varchar(3);
         assert_eq!(vc.coerce(Value::str("abcd"), "c").map_err(|e| e.code().number()).err(), Some(1406));
-        assert_eq!(ColumnType::Date.coerce(Value::str("2020-01-02 10:00:00"), "d").expect("date").to_display(), "2020-01-02");
+        assert_eq!(
+            ColumnType::Date.coerce(Value::str("2020-01-02 10:00:00"), "d").expect("date").to_display(),
+            "2020-01-02"
+        );
     }
 }

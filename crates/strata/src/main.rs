@@ -67,7 +67,8 @@ fn main() -> Result<()> {
 }
 
 async fn server(args: ServerArgs) -> Result<()> {
-    std::fs::create_dir_all(&args.data_dir).with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
     let rocks = match RocksEngine::open(&args.data_dir.join("kv")) {
         Ok(r) => r,
         Err(e) if e.to_string().contains("lock") => {
@@ -87,11 +88,17 @@ async fn server(args: ServerArgs) -> Result<()> {
     let sql = Engine::open(client, oracle.clone() as Arc<dyn Oracle>).await?;
 
     let addr = format!("{}:{}", args.host, args.port);
-    let server = Server::bind(&addr, sql.clone(), ServerOptions { root_password: args.root_password.clone(), ..Default::default() })
-        .await
-        .with_context(|| format!("cannot listen on {addr} (is the port taken?)"))?;
+    let server = Server::bind(
+        &addr,
+        sql.clone(),
+        ServerOptions { root_password: args.root_password.clone(), ..Default::default() },
+    )
+    .await
+    .with_context(|| format!("cannot listen on {addr} (is the port taken?)"))?;
     let status_addr = format!("{}:{}", args.host, args.status_port);
-    let status = tokio::net::TcpListener::bind(&status_addr).await.with_context(|| format!("cannot listen on {status_addr} (is the port taken?)"))?;
+    let status = tokio::net::TcpListener::bind(&status_addr)
+        .await
+        .with_context(|| format!("cannot listen on {status_addr} (is the port taken?)"))?;
     let sql_addr = server.local_addr()?;
     let status_bound = status.local_addr()?;
     info!(
@@ -110,7 +117,11 @@ async fn server(args: ServerArgs) -> Result<()> {
             axum::routing::get({
                 let c = connections.clone();
                 move || async move {
-                    format!("{{\"version\":\"{}\",\"connections\":{}}}\n", strata_sql::VERSION, c.load(Ordering::Relaxed))
+                    format!(
+                        "{{\"version\":\"{}\",\"connections\":{}}}\n",
+                        strata_sql::VERSION,
+                        c.load(Ordering::Relaxed)
+                    )
                 }
             }),
         )
@@ -118,7 +129,9 @@ async fn server(args: ServerArgs) -> Result<()> {
             "/metrics",
             axum::routing::get({
                 let c = connections.clone();
-                move || async move { format!("# TYPE strata_connections gauge\nstrata_connections {}\n", c.load(Ordering::Relaxed)) }
+                move || async move {
+                    format!("# TYPE strata_connections gauge\nstrata_connections {}\n", c.load(Ordering::Relaxed))
+                }
             }),
         );
     let mut status_stop = stop_rx.clone();
@@ -149,7 +162,9 @@ async fn server(args: ServerArgs) -> Result<()> {
             }
             let s = gc_store.clone();
             match tokio::task::spawn_blocking(move || s.gc(safe)).await {
-                Ok(Ok(stats)) if stats.versions_removed > 0 => info!("gc removed {} old versions", stats.versions_removed),
+                Ok(Ok(stats)) if stats.versions_removed > 0 => {
+                    info!("gc removed {} old versions", stats.versions_removed)
+                }
                 Ok(Err(e)) => warn!("gc failed: {e}"),
                 _ => {}
             }

@@ -30,7 +30,9 @@ fn retryable(e: &mysql_async::Error) -> bool {
 async fn setup(pool: &mysql_async::Pool) {
     let mut c = pool.get_conn().await.expect("conn");
     c.query_drop("CREATE TABLE accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL)").await.expect("create");
-    c.query_drop("CREATE TABLE transfers (id BIGINT PRIMARY KEY, src BIGINT, dst BIGINT, amount BIGINT)").await.expect("create");
+    c.query_drop("CREATE TABLE transfers (id BIGINT PRIMARY KEY, src BIGINT, dst BIGINT, amount BIGINT)")
+        .await
+        .expect("create");
     for chunk in (0..ACCOUNTS).collect::<Vec<_>>().chunks(250) {
         let values: Vec<String> = chunk.iter().map(|i| format!("({i}, {INITIAL})")).collect();
         c.query_drop(format!("INSERT INTO accounts VALUES {}", values.join(","))).await.expect("load");
@@ -38,7 +40,14 @@ async fn setup(pool: &mysql_async::Pool) {
 }
 
 /// One transfer; Ok(true) when acknowledged, Ok(false) when it must be retried.
-async fn transfer(c: &mut mysql_async::Conn, id: u64, src: i64, dst: i64, amount: i64, optimistic: bool) -> Result<bool, mysql_async::Error> {
+async fn transfer(
+    c: &mut mysql_async::Conn,
+    id: u64,
+    src: i64,
+    dst: i64,
+    amount: i64,
+    optimistic: bool,
+) -> Result<bool, mysql_async::Error> {
     let begin = if optimistic { "BEGIN OPTIMISTIC" } else { "BEGIN PESSIMISTIC" };
     c.query_drop(begin).await?;
     let body = async {
@@ -131,7 +140,8 @@ async fn verify(pool: &mysql_async::Pool, acked: &[u64]) {
     let mut c = pool.get_conn().await.expect("conn");
     let total: i64 = c.query_first("SELECT SUM(balance) FROM accounts").await.expect("sum").expect("row");
     assert_eq!(total, ACCOUNTS * INITIAL, "the total changed");
-    let negative: i64 = c.query_first("SELECT COUNT(*) FROM accounts WHERE balance < 0").await.expect("q").expect("row");
+    let negative: i64 =
+        c.query_first("SELECT COUNT(*) FROM accounts WHERE balance < 0").await.expect("q").expect("row");
     assert_eq!(negative, 0);
     let ids: Vec<u64> = c.query("SELECT id FROM transfers").await.expect("transfers");
     let present: HashSet<u64> = ids.into_iter().collect();

@@ -66,7 +66,11 @@ async fn sqllogictest_files_pass_over_the_wire() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = common::StrataProcess::start(dir.path());
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/slt");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&root).expect("tests/slt").filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "slt")).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("tests/slt")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "slt"))
+        .collect();
     files.sort();
     assert!(!files.is_empty(), "no .slt files found");
     let mut failures = Vec::new();
@@ -80,7 +84,9 @@ async fn sqllogictest_files_pass_over_the_wire() {
             let url = url.clone();
             async move {
                 let opts = mysql_async::Opts::from_url(&url).map_err(|e| WireError(e.to_string()))?;
-                let conn = mysql_async::Conn::new(mysql_async::OptsBuilder::from_opts(opts).prefer_socket(false)).await.map_err(|e| WireError(e.to_string()))?;
+                let conn = mysql_async::Conn::new(mysql_async::OptsBuilder::from_opts(opts).prefer_socket(false))
+                    .await
+                    .map_err(|e| WireError(e.to_string()))?;
                 Ok(Wire { conn })
             }
         });
