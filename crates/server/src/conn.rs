@@ -270,6 +270,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             }
             Command::Prepare(q) => {
                 let sql = String::from_utf8_lossy(q).into_owned();
+                debug!(conn = self.session.conn_id, %sql, "prepare");
                 match self.session.prepare(&sql).await {
                     Ok((id, params, columns)) => {
                         self.stmts.insert(id, Stmt { params, types: Vec::new(), long: vec![None; params] });
@@ -312,7 +313,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                         return;
                     }
                 };
-                match self.session.execute_prepared(id, &params).await {
+                let started = std::time::Instant::now();
+                let r = self.session.execute_prepared(id, &params).await;
+                debug!(conn = self.session.conn_id, stmt = id, elapsed_us = started.elapsed().as_micros() as u64, "execute");
+                match r {
                     Ok(r) => self.send_result(r, false, true),
                     Err(e) => self.send_error(&e),
                 }

@@ -208,6 +208,7 @@ impl<'a> Binder<'a> {
             let empty = Scope::default();
             let limit = limit.map(|l| self.expr(&l, &empty)).transpose()?;
             let offset = offset.map(|o| self.expr(&o, &empty)).transpose()?;
+            push_limit_into_scan(&mut plan, limit.as_ref(), offset.as_ref());
             plan = Plan::Limit { input: Box::new(plan), limit, offset };
         }
         self.ctes.truncate(saved_ctes);
@@ -396,6 +397,7 @@ impl<'a> Binder<'a> {
             scope.columns.extend(rel.scope.columns.iter().cloned());
         }
         check_unique_aliases(&items.iter().map(|i| &i.0).collect::<Vec<_>>())?;
+        propagate_constants(preds);
         let total = scope.columns.len();
         // Tables on the inner side of a LEFT JOIN must not receive WHERE conjuncts.
         let mut plan: Option<Plan> = None;
@@ -459,7 +461,19 @@ impl<'a> Binder<'a> {
                     }
                 }
             }
-            let has_lookup = rel.table.is_some() && !lookup_keys.is_empty() && rel.can_lookup(&lookup_keys);
+            let mut key_cols = lookup_keys.clone();
+            for e in &local_rebased {
+                if let Expr::Binary(BinOp::Eq, a, b) = e {
+                    for (x, y) in [(a, b), (b, a)] {
+                        if let Expr::Column(c) = **x {
+                            if y.is_row_constant() {
+                                key_cols.push((c, (**y).clone()));
+                            }
+                        }
+                    }
+                }
+            }
+            let has_lookup = rel.table.is_some() && !lookup_keys.is_empty() && rel.can_lookup(&key_cols);
             if has_lookup {
                 let local_outer = local.into_iter().map(|e| e.rebase(off, true)).collect::<Result<Vec<_>>>()?;
                 let scan = rel.into_scan(local_outer, &lookup_keys, self.lock_reads)?;
@@ -1221,6 +1235,95 @@ fn interval_arith(op: BinOp, l: Expr, r: Expr) -> Result<Expr> {
     Ok(Expr::Func(if sub { "date_sub_interval" } else { "date_add_interval" }.into(), vec![date, amount, unit]))
 }
 
+/// Pushes LIMIT (+ OFFSET) into a single-table scan whose key order is the query's order:
+/// a plain projection over the scan, optionally sorted ascending by the key columns that
+/// follow the access path's equality prefix. Locking reads then lock only those rows.
+fn push_limit_into_scan(plan: &mut Plan, limit: Option<&Expr>, offset: Option<&Expr>) {
+    let Some(limit) = limit else { return };
+    let n = match offset {
+        Some(o) => Expr::Binary(BinOp::Add, Box::new(limit.clone()), Box::new(o.clone())),
+        None => limit.clone(),
+    };
+    let (sort_keys, project) = match plan {
+        Plan::Truncate { input, .. } => match &mut **input {
+            Plan::Sort { input, keys } => (Some(keys.clone()), &mut **input),
+            _ => return,
+        },
+        Plan::Project { .. } => (None, plan),
+        _ => return,
+    };
+    let Plan::Project { input, exprs } = project else { return };
+    let Plan::Scan { table, access, limit: scan_limit, .. } = &mut **input else { return };
+    let (eq_len, pk_order) = match access {
+        Access::Full => (0, true),
+        Access::PkRange(r) => (r.eq.len(), true),
+        _ => (0, false),
+    };
+    if !pk_order {
+        return;
+    }
+    if let Some(keys) = sort_keys {
+        let Some(pk) = &table.pk else { return };
+        for (i, (k, desc)) in keys.iter().enumerate() {
+            let Expr::Column(j) = k else { return };
+            let Some(Expr::Column(c)) = exprs.get(*j) else { return };
+            if *desc || pk.get(eq_len + i) != Some(c) {
+                return;
+            }
+        }
+    }
+    *scan_limit = Some(n);
+}
+
+/// Adds `a = const` for every column `a` that WHERE equates (directly or through other
+/// columns) with a constant, so that `c_w_id = w_id AND w_id = ?` also fixes `c_w_id` and the
+/// access path can use it. The original conjuncts stay.
+fn propagate_constants(preds: &mut Vec<Expr>) {
+    let mut parent: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    fn find(p: &mut std::collections::HashMap<usize, usize>, x: usize) -> usize {
+        let mut r = x;
+        while let Some(&n) = p.get(&r) {
+            if n == r {
+                break;
+            }
+            r = n;
+        }
+        p.insert(x, r);
+        r
+    }
+    let mut consts: Vec<(usize, Expr)> = Vec::new();
+    for e in preds.iter() {
+        if let Expr::Binary(BinOp::Eq, a, b) = e {
+            match (&**a, &**b) {
+                (Expr::Column(x), Expr::Column(y)) => {
+                    let (rx, ry) = (find(&mut parent, *x), find(&mut parent, *y));
+                    parent.insert(rx, ry);
+                    parent.entry(ry).or_insert(ry);
+                }
+                (Expr::Column(x), v) | (v, Expr::Column(x)) if v.is_row_constant() => consts.push((*x, v.clone())),
+                _ => {}
+            }
+        }
+    }
+    if consts.is_empty() || parent.is_empty() {
+        return;
+    }
+    let cols: Vec<usize> = parent.keys().copied().collect();
+    let fixed: std::collections::HashSet<usize> = consts.iter().map(|(c, _)| *c).collect();
+    let mut added = Vec::new();
+    for (c, v) in &consts {
+        let root = find(&mut parent, *c);
+        for &m in &cols {
+            if m != *c && !fixed.contains(&m) && find(&mut parent, m) == root && !added.iter().any(|(x, _)| *x == m) {
+                added.push((m, v.clone()));
+            }
+        }
+    }
+    for (m, v) in added {
+        preds.push(Expr::Binary(BinOp::Eq, Box::new(Expr::Column(m)), Box::new(v)));
+    }
+}
+
 /// Unknown column error.
 pub fn unknown_column(name: &str, clause: &str) -> Error {
     Error::user(Code::BadField, format!("Unknown column '{name}' in '{clause}'"))
@@ -1426,7 +1529,7 @@ impl Relation {
     fn into_plan_scope(self) -> (Plan, Scope) {
         match (self.table, self.plan) {
             (_, Some(p)) => (p, self.scope),
-            (Some(t), None) => (Plan::Scan { table: t, access: Access::Full, filter: None, lock: false }, self.scope),
+            (Some(t), None) => (Plan::Scan { table: t, access: Access::Full, filter: None, lock: false, limit: None }, self.scope),
             (None, None) => (Plan::Dual, self.scope),
         }
     }
@@ -1454,7 +1557,7 @@ impl Relation {
             });
         };
         let access = choose_access(&table, &local, eq_keys);
-        Ok(Plan::Scan { table, access, filter: and_all(local), lock })
+        Ok(Plan::Scan { table, access, filter: and_all(local), lock, limit: None })
     }
 }
 
@@ -1585,6 +1688,23 @@ fn choose_access(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -
         }
         // Row constructor `(pk columns) IN ((...), ...)`.
         if let Some((idx, tuples)) = &row_in {
+            // Covering only a prefix of the key: one range per tuple.
+            let covered = pk.iter().take_while(|k| idx.contains(k) || b[**k].eq.is_some()).count();
+            if covered > 0 && covered < pk.len() && idx.iter().all(|c| pk[..covered].contains(c)) {
+                let prefixes = tuples
+                    .iter()
+                    .map(|t| {
+                        pk[..covered]
+                            .iter()
+                            .map(|k| match idx.iter().position(|i| i == k) {
+                                Some(p) => t.get(p).cloned().unwrap_or(Expr::Literal(Value::Null)),
+                                None => b[*k].eq.clone().unwrap_or(Expr::Literal(Value::Null)),
+                            })
+                            .collect()
+                    })
+                    .collect();
+                return Access::Prefixes(prefixes);
+            }
             if pk.iter().all(|k| idx.contains(k) || b[*k].eq.is_some()) {
                 let points = tuples
                     .iter()

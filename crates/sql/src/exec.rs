@@ -64,6 +64,8 @@ impl<'a> ExecCtx<'a> {
 
     /// Computes the subqueries `ids` for `row`.
     pub async fn subqueries_for(&mut self, ids: &[usize], row: &Row) -> Result<SubqueryValues> {
+        // Per-row subqueries can run long; let other connections' tasks in.
+        tokio::task::consume_budget().await;
         let mut out = SubqueryValues { values: vec![None; self.subqueries.len()] };
         for &id in ids {
             if let Some(v) = self.cache.get(&id) {
@@ -123,8 +125,12 @@ where
                 }
                 out
             }
-            Plan::Scan { table, access, filter, lock } => {
-                scan(ctx, table, access, filter.as_ref(), *lock).await?.into_iter().map(|r| r.row).collect()
+            Plan::Scan { table, access, filter, lock, limit } => {
+                let n = match limit {
+                    Some(e) => Some(ctx.eval_const(e)?.as_i64().unwrap_or(0).max(0) as usize),
+                    None => None,
+                };
+                scan_limited(ctx, table, access, filter.as_ref(), *lock, n).await?.into_iter().map(|r| r.row).collect()
             }
             Plan::Filter { input, pred } => {
                 let rows = execute(input, ctx).await?;
@@ -164,6 +170,7 @@ where
                     let rrows = match &static_right {
                         Some(r) => r.clone(),
                         None => {
+                            tokio::task::consume_budget().await;
                             ctx.outer.push(l.clone());
                             let r = execute(right, ctx).await;
                             ctx.outer.pop();
@@ -552,6 +559,19 @@ pub async fn scan(
     filter: Option<&Expr>,
     lock: bool,
 ) -> Result<Vec<TableRow>> {
+    scan_limited(ctx, table, access, filter, lock, None).await
+}
+
+/// `scan`, returning at most `limit` rows (in key order) when given.
+pub async fn scan_limited(
+    ctx: &mut ExecCtx<'_>,
+    table: &Arc<TableInfo>,
+    access: &Access,
+    filter: Option<&Expr>,
+    lock: bool,
+    limit: Option<usize>,
+) -> Result<Vec<TableRow>> {
+    let limit = limit.unwrap_or(usize::MAX);
     let mut candidates: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
     let mut point = false;
     match access {
@@ -573,6 +593,20 @@ pub async fn scan(
                 }
             }
             point = true;
+        }
+        Access::Prefixes(tuples) => {
+            let pk = table.pk.clone().unwrap_or_default();
+            let mut seen = HashSet::new();
+            for t in tuples {
+                let Some(vals) = eq_values(ctx, t, &pk, table)? else { continue };
+                let p = pk_prefix(table, &vals);
+                if !seen.insert(p.clone()) {
+                    continue;
+                }
+                for (k, v) in ctx.txn.scan(&p, &prefix_end(&p), usize::MAX).await? {
+                    candidates.push((k, Some(v)));
+                }
+            }
         }
         Access::Full => {
             let p = row_prefix(table.table_id());
@@ -628,6 +662,9 @@ pub async fn scan(
                 }
                 None => keys.push(k.clone()),
             }
+            if keys.len() >= limit {
+                break;
+            }
         }
         if keys.is_empty() {
             return Ok(out);
@@ -643,6 +680,9 @@ pub async fn scan(
         return Ok(out);
     }
     for (k, v) in candidates {
+        if out.len() >= limit {
+            break;
+        }
         let Some(bytes) = v else { continue };
         let (row, row_id) = decode_row(table, &bytes)?;
         if filter.map_or(Ok(true), |f| f.eval_pred(&row, &ctx.eval_ctx(&empty)))? {

@@ -15,6 +15,8 @@ pub enum Access {
     Full,
     /// Rows whose primary key equals one of these tuples (point / batch point get).
     Points(Vec<Vec<Expr>>),
+    /// Rows whose leading primary key columns equal one of these tuples (a range per tuple).
+    Prefixes(Vec<Vec<Expr>>),
     /// Primary key: equality on leading columns, then an optional range on the next one.
     PkRange(KeyRange),
     /// An index (by position in `TableInfo::indexes`): equality prefix and optional range,
@@ -60,6 +62,9 @@ pub enum Plan {
         filter: Option<Expr>,
         /// Lock the rows read (FOR UPDATE / DML).
         lock: bool,
+        /// At most this many rows (LIMIT + OFFSET pushed down when the query's order is
+        /// the access path's key order).
+        limit: Option<Expr>,
     },
     /// Keeps rows satisfying the predicate.
     Filter {
@@ -204,10 +209,11 @@ impl Plan {
         let (line, children): (String, Vec<&Plan>) = match self {
             Plan::Dual => ("Dual".into(), vec![]),
             Plan::Values(rows) => (format!("Values rows:{}", rows.len()), vec![]),
-            Plan::Scan { table, access, filter, lock } => {
+            Plan::Scan { table, access, filter, lock, limit } => {
                 let a = match access {
                     Access::Full => "TableFullScan".to_string(),
                     Access::Points(p) => format!("PointGet keys:{}", p.len()),
+                    Access::Prefixes(p) => format!("TableRangeScan prefixes:{}", p.len()),
                     Access::PkRange(r) => {
                         format!("TableRangeScan eq:{} range:{}", r.eq.len(), r.lower.is_some() || r.upper.is_some())
                     }
@@ -220,11 +226,12 @@ impl Plan {
                 };
                 (
                     format!(
-                        "{} table:{}{}{}",
+                        "{} table:{}{}{}{}",
                         a,
                         table.name,
                         if filter.is_some() { " filtered" } else { "" },
-                        if *lock { " locked" } else { "" }
+                        if *lock { " locked" } else { "" },
+                        if limit.is_some() { " limited" } else { "" }
                     ),
                     vec![],
                 )

@@ -61,7 +61,11 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Server(args) => {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            rt.block_on(server(args))
+            let r = rt.block_on(server(args));
+            // Statements still running on other connections are abandoned: everything they
+            // could have committed is already durable.
+            rt.shutdown_timeout(Duration::from_secs(2));
+            r
         }
     }
 }
