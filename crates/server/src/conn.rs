@@ -315,7 +315,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 };
                 let started = std::time::Instant::now();
                 let r = self.session.execute_prepared(id, &params).await;
-                debug!(conn = self.session.conn_id, stmt = id, elapsed_us = started.elapsed().as_micros() as u64, "execute");
+                debug!(
+                    conn = self.session.conn_id,
+                    stmt = id,
+                    elapsed_us = started.elapsed().as_micros() as u64,
+                    "execute"
+                );
                 match r {
                     Ok(r) => self.send_result(r, false, true),
                     Err(e) => self.send_error(&e),

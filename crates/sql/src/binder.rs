@@ -1529,7 +1529,9 @@ impl Relation {
     fn into_plan_scope(self) -> (Plan, Scope) {
         match (self.table, self.plan) {
             (_, Some(p)) => (p, self.scope),
-            (Some(t), None) => (Plan::Scan { table: t, access: Access::Full, filter: None, lock: false, limit: None }, self.scope),
+            (Some(t), None) => {
+                (Plan::Scan { table: t, access: Access::Full, filter: None, lock: false, limit: None }, self.scope)
+            }
             (None, None) => (Plan::Dual, self.scope),
         }
     }
