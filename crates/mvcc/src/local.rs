@@ -77,28 +77,31 @@ impl Client for LocalClient {
     async fn pessimistic_lock(&self, req: PessimisticLockRequest) -> Result<()> {
         let deadline = req.wait_timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         let req = Arc::new(req);
-        let mut registered: Option<(Vec<u8>, Arc<tokio::sync::Notify>)> = None;
+        // The key we last found locked, and the notifier for its release. The `Notified`
+        // future is enabled *before* each attempt, so a release that happens between the
+        // attempt and the wait still wakes us.
+        let mut watching: Option<(Vec<u8>, Arc<tokio::sync::Notify>)> = None;
         loop {
+            let notify = watching.as_ref().map(|(_, n)| n.clone());
+            let mut notified = notify.as_ref().map(|n| Box::pin(n.notified()));
+            if let Some(f) = notified.as_mut() {
+                f.as_mut().enable();
+            }
             let (store, r) = (self.store.clone(), req.clone());
             let blocked = blocking(move || store.pessimistic_lock(&r, false)).await?;
             let Some(b) = blocked else { return Ok(()) };
             let Some(deadline) = deadline else { return Err(Error::LockWaitTimeout) };
-            // First time blocked on this key: register, then retry once before sleeping, so
-            // a release between the attempt and the registration is not missed.
-            let notify = match &registered {
-                Some((k, n)) if *k == b.key => n.clone(),
-                _ => {
-                    registered = Some((b.key.clone(), self.locks.notifier(&b.key)));
-                    continue;
-                }
+            let same_key = watching.as_ref().is_some_and(|(k, _)| *k == b.key);
+            let Some(fut) = notified.filter(|_| same_key) else {
+                // Newly blocked on this key: watch it, then try again before sleeping.
+                watching = Some((b.key.clone(), self.locks.notifier(&b.key)));
+                continue;
             };
-            let notified = notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
             self.locks.start_wait(req.start_ts, b.holder)?;
-            let waited = tokio::time::timeout_at(deadline, notified).await;
+            let waited = tokio::time::timeout_at(deadline, fut).await;
             self.locks.end_wait(req.start_ts);
-            registered = None;
+            // A wake removes the key's notifier; watch afresh next time.
+            watching = None;
             if waited.is_err() {
                 return Err(Error::LockWaitTimeout);
             }
