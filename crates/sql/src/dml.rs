@@ -401,12 +401,7 @@ impl DmlCtx<'_> {
             assigns.push((col, e));
         }
         let (access, filter, residual) = binder.dml_scan(&table, &scope, up.selection.as_ref())?;
-        let order: Vec<(Expr, bool)> = up
-            .order_by
-            .iter()
-            .map(|o| Ok((binder.expr(&o.expr, &scope)?, matches!(o.options.sort, Some(ast::OrderBySort::Desc)))))
-            .collect::<Result<_>>()?;
-        let limit = up.limit.as_ref().map(|l| binder.expr(l, &Scope::default())).transpose()?;
+        let (order, limit) = bind_order_limit(&mut binder, &scope, &up.order_by, up.limit.as_ref())?;
         let subs = binder.take_subqueries();
         let mut ctx = ExecCtx::new(txn, self.params, subs);
         let rows =
@@ -463,12 +458,7 @@ impl DmlCtx<'_> {
         let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(table.name.clone());
         let scope = Binder::table_scope(&table, &alias);
         let (access, filter, residual) = binder.dml_scan(&table, &scope, del.selection.as_ref())?;
-        let order: Vec<(Expr, bool)> = del
-            .order_by
-            .iter()
-            .map(|o| Ok((binder.expr(&o.expr, &scope)?, matches!(o.options.sort, Some(ast::OrderBySort::Desc)))))
-            .collect::<Result<_>>()?;
-        let limit = del.limit.as_ref().map(|l| binder.expr(l, &Scope::default())).transpose()?;
+        let (order, limit) = bind_order_limit(&mut binder, &scope, &del.order_by, del.limit.as_ref())?;
         let subs = binder.take_subqueries();
         let mut ctx = ExecCtx::new(txn, self.params, subs);
         let rows =
@@ -480,6 +470,24 @@ impl DmlCtx<'_> {
         }
         Ok(QueryResult::ok(rows.len() as u64))
     }
+}
+
+/// Sort keys: expression and whether it is descending.
+type SortKeys = Vec<(Expr, bool)>;
+
+/// Binds the ORDER BY and LIMIT of a single-table UPDATE or DELETE.
+fn bind_order_limit(
+    binder: &mut Binder,
+    scope: &Scope,
+    order_by: &[ast::OrderByExpr],
+    limit: Option<&ast::Expr>,
+) -> Result<(SortKeys, Option<Expr>)> {
+    let order = order_by
+        .iter()
+        .map(|o| Ok((binder.expr(&o.expr, scope)?, matches!(o.options.sort, Some(ast::OrderBySort::Desc)))))
+        .collect::<Result<_>>()?;
+    let limit = limit.map(|l| binder.expr(l, &Scope::default())).transpose()?;
+    Ok((order, limit))
 }
 
 fn rows_equal(a: &Row, b: &Row) -> bool {

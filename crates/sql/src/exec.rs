@@ -177,24 +177,7 @@ where
                             r?
                         }
                     };
-                    let mut matched = false;
-                    for r in rrows {
-                        let mut joined = l.clone();
-                        joined.extend(r);
-                        let ok = match on {
-                            Some(p) => ctx.eval(p, &joined).await?.as_bool() == Some(true),
-                            None => true,
-                        };
-                        if ok {
-                            matched = true;
-                            out.push(joined);
-                        }
-                    }
-                    if !matched && *kind == JoinKind::Left {
-                        let mut joined = l;
-                        joined.extend(std::iter::repeat_n(Value::Null, *right_width));
-                        out.push(joined);
-                    }
+                    join_row(ctx, l, &rrows, on.as_ref(), *kind, *right_width, &mut out).await?;
                 }
                 out
             }
@@ -202,49 +185,19 @@ where
                 let rrows = execute(right, ctx).await?;
                 let mut table: HashMap<Vec<u8>, Vec<Row>> = HashMap::new();
                 for r in rrows {
-                    let mut key = Vec::new();
-                    let mut null = false;
-                    for k in right_keys {
-                        let v = ctx.eval(k, &r).await?;
-                        null |= v.is_null();
-                        memcmp::encode_value(&mut key, &normalize_join_key(&v));
-                    }
-                    if !null {
+                    if let Some(key) = join_key(ctx, right_keys, &r).await? {
                         table.entry(key).or_default().push(r);
                     }
                 }
                 let lrows = execute(left, ctx).await?;
                 let mut out = Vec::new();
+                let none: Vec<Row> = Vec::new();
                 for l in lrows {
-                    let mut key = Vec::new();
-                    let mut null = false;
-                    for k in left_keys {
-                        let v = ctx.eval(k, &l).await?;
-                        null |= v.is_null();
-                        memcmp::encode_value(&mut key, &normalize_join_key(&v));
-                    }
-                    let mut matched = false;
-                    if !null {
-                        if let Some(rs) = table.get(&key) {
-                            for r in rs {
-                                let mut joined = l.clone();
-                                joined.extend(r.iter().cloned());
-                                let ok = match on {
-                                    Some(p) => ctx.eval(p, &joined).await?.as_bool() == Some(true),
-                                    None => true,
-                                };
-                                if ok {
-                                    matched = true;
-                                    out.push(joined);
-                                }
-                            }
-                        }
-                    }
-                    if !matched && *kind == JoinKind::Left {
-                        let mut joined = l;
-                        joined.extend(std::iter::repeat_n(Value::Null, *right_width));
-                        out.push(joined);
-                    }
+                    let matches = match join_key(ctx, left_keys, &l).await? {
+                        Some(key) => table.get(&key).unwrap_or(&none),
+                        None => &none,
+                    };
+                    join_row(ctx, l, matches, on.as_ref(), *kind, *right_width, &mut out).await?;
                 }
                 out
             }
@@ -310,6 +263,51 @@ where
             }
         })
     })
+}
+
+/// The encoded join key of `row`, or None if any key value is NULL (NULL never joins).
+async fn join_key(ctx: &mut ExecCtx<'_>, keys: &[Expr], row: &Row) -> Result<Option<Vec<u8>>> {
+    let mut key = Vec::new();
+    for k in keys {
+        let v = ctx.eval(k, row).await?;
+        if v.is_null() {
+            return Ok(None);
+        }
+        memcmp::encode_value(&mut key, &normalize_join_key(&v));
+    }
+    Ok(Some(key))
+}
+
+/// Appends `left ++ right` for each candidate right row satisfying `on`; for a LEFT join
+/// with no match, `left` padded with NULLs.
+async fn join_row(
+    ctx: &mut ExecCtx<'_>,
+    left: Row,
+    candidates: &[Row],
+    on: Option<&Expr>,
+    kind: JoinKind,
+    right_width: usize,
+    out: &mut Vec<Row>,
+) -> Result<()> {
+    let mut matched = false;
+    for r in candidates {
+        let mut joined = left.clone();
+        joined.extend(r.iter().cloned());
+        let ok = match on {
+            Some(p) => ctx.eval(p, &joined).await?.as_bool() == Some(true),
+            None => true,
+        };
+        if ok {
+            matched = true;
+            out.push(joined);
+        }
+    }
+    if !matched && kind == JoinKind::Left {
+        let mut joined = left;
+        joined.extend(std::iter::repeat_n(Value::Null, right_width));
+        out.push(joined);
+    }
+    Ok(())
 }
 
 fn normalize_join_key(v: &Value) -> Value {

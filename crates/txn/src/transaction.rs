@@ -134,8 +134,13 @@ impl Transaction {
 
     /// Reads keys at the snapshot, seeing this transaction's own writes.
     pub async fn batch_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.get_overlaid(keys, self.read_ts).await
+    }
+
+    /// Reads keys at `ts`, with this transaction's own writes taking precedence.
+    async fn get_overlaid(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
         let missing: Vec<Vec<u8>> = keys.iter().filter(|k| self.buffered(k).is_none()).cloned().collect();
-        let fetched = if missing.is_empty() { Vec::new() } else { self.get_at(&missing, self.read_ts).await? };
+        let fetched = if missing.is_empty() { Vec::new() } else { self.get_at(&missing, ts).await? };
         let mut fetched = fetched.into_iter();
         Ok(keys
             .iter()
@@ -212,16 +217,7 @@ impl Transaction {
         } else {
             read_ts = read_ts.max(self.oracle.get_ts().await?);
         }
-        let missing: Vec<Vec<u8>> = keys.iter().filter(|k| self.buffered(k).is_none()).cloned().collect();
-        let fetched = if missing.is_empty() { Vec::new() } else { self.get_at(&missing, read_ts).await? };
-        let mut fetched = fetched.into_iter();
-        Ok(keys
-            .iter()
-            .map(|k| match self.buffered(k) {
-                Some(v) => v.clone(),
-                None => fetched.next().flatten(),
-            })
-            .collect())
+        self.get_overlaid(keys, read_ts).await
     }
 
     /// Buffers a write of `key`.
