@@ -154,13 +154,21 @@ async fn lock_wait_timeout_and_deadlock(server: &common::StrataProcess) {
         (a, r)
     });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let rb = b.query_drop("UPDATE t SET v = v + 1 WHERE id = 1").await;
-    let err = rb.expect_err("b closes the cycle and is the victim");
-    assert_eq!(code(&err), Some(1213), "{err}");
-    // The victim's transaction is rolled back, so a gets its lock.
+    let b_task = tokio::spawn(async move {
+        let r = b.query_drop("UPDATE t SET v = v + 1 WHERE id = 1").await;
+        (b, r)
+    });
     let (mut a, ra) = a_task.await.expect("join");
-    ra.expect("a proceeds once the victim is rolled back");
-    a.query_drop("COMMIT").await.expect("commit");
-    assert_eq!(value(&mut a, 1).await, 2);
-    assert_eq!(value(&mut a, 2).await, 3);
+    let (mut b, rb) = b_task.await.expect("join");
+    // Exactly one transaction is the victim (normally b, which closed the cycle); its whole
+    // transaction is rolled back, so the other gets its lock and commits both increments.
+    let (survivor, victim_err) = match (ra, rb) {
+        (Ok(()), Err(e)) => (&mut a, e),
+        (Err(e), Ok(())) => (&mut b, e),
+        (ra, rb) => panic!("expected exactly one deadlock victim, got {ra:?} and {rb:?}"),
+    };
+    assert_eq!(code(&victim_err), Some(1213), "{victim_err}");
+    survivor.query_drop("COMMIT").await.expect("commit");
+    assert_eq!(value(survivor, 1).await, 2);
+    assert_eq!(value(survivor, 2).await, 3);
 }
