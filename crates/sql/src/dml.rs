@@ -15,7 +15,7 @@ use strata_txn::Transaction;
 
 use crate::binder::{split_name, Binder, Scope, ScopeColumn, SessionInfo};
 use crate::catalog::{default_value, Catalog, TableInfo};
-use crate::exec::{execute, scan, ExecCtx, TableRow};
+use crate::exec::{execute, scan, sort_by_keys, ExecCtx, TableRow};
 use crate::expr::{Expr, Row};
 use crate::plan::OutputColumn;
 use crate::result::QueryResult;
@@ -559,25 +559,7 @@ async fn select_rows(
         rows = kept;
     }
     if !order.is_empty() {
-        let mut keyed = Vec::with_capacity(rows.len());
-        for r in rows {
-            let mut k = Vec::new();
-            for (e, _) in order {
-                k.push(ctx.eval(e, &r.row).await?);
-            }
-            keyed.push((k, r));
-        }
-        keyed.sort_by(|a, b| {
-            for (i, (_, desc)) in order.iter().enumerate() {
-                let o = a.0[i].sort_cmp(&b.0[i]);
-                let o = if *desc { o.reverse() } else { o };
-                if o != std::cmp::Ordering::Equal {
-                    return o;
-                }
-            }
-            std::cmp::Ordering::Equal
-        });
-        rows = keyed.into_iter().map(|(_, r)| r).collect();
+        rows = sort_by_keys(ctx, rows, order, |r| &r.row).await?;
     }
     if let Some(l) = limit {
         let n = ctx.eval_const(l)?.as_i64().unwrap_or(0).max(0) as usize;

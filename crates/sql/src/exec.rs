@@ -207,25 +207,7 @@ where
             }
             Plan::Sort { input, keys } => {
                 let rows = execute(input, ctx).await?;
-                let mut keyed = Vec::with_capacity(rows.len());
-                for r in rows {
-                    let mut k = Vec::with_capacity(keys.len());
-                    for (e, _) in keys {
-                        k.push(ctx.eval(e, &r).await?);
-                    }
-                    keyed.push((k, r));
-                }
-                keyed.sort_by(|a, b| {
-                    for (i, (_, desc)) in keys.iter().enumerate() {
-                        let o = a.0[i].sort_cmp(&b.0[i]);
-                        let o = if *desc { o.reverse() } else { o };
-                        if o != std::cmp::Ordering::Equal {
-                            return o;
-                        }
-                    }
-                    std::cmp::Ordering::Equal
-                });
-                keyed.into_iter().map(|(_, r)| r).collect()
+                sort_by_keys(ctx, rows, keys, |r| r).await?
             }
             Plan::Limit { input, limit, offset } => {
                 let rows = execute(input, ctx).await?;
@@ -263,6 +245,34 @@ where
             }
         })
     })
+}
+
+/// Sorts items by keys evaluated on each item's row (`desc` per key; NULLs first ascending).
+pub async fn sort_by_keys<T>(
+    ctx: &mut ExecCtx<'_>,
+    items: Vec<T>,
+    keys: &[(Expr, bool)],
+    row_of: impl Fn(&T) -> &Row,
+) -> Result<Vec<T>> {
+    let mut keyed = Vec::with_capacity(items.len());
+    for item in items {
+        let mut k = Vec::with_capacity(keys.len());
+        for (e, _) in keys {
+            k.push(ctx.eval(e, row_of(&item)).await?);
+        }
+        keyed.push((k, item));
+    }
+    keyed.sort_by(|a, b| {
+        for (i, (_, desc)) in keys.iter().enumerate() {
+            let o = a.0[i].sort_cmp(&b.0[i]);
+            let o = if *desc { o.reverse() } else { o };
+            if o != std::cmp::Ordering::Equal {
+                return o;
+            }
+        }
+        std::cmp::Ordering::Equal
+    });
+    Ok(keyed.into_iter().map(|(_, item)| item).collect())
 }
 
 /// The encoded join key of `row`, or None if any key value is NULL (NULL never joins).

@@ -407,24 +407,14 @@ impl Expr {
                 if l == Some(false) {
                     return Ok(Value::Int(0));
                 }
-                let r = b.eval(row, ctx)?.as_bool();
-                match (l, r) {
-                    (_, Some(false)) => Value::Int(0),
-                    (Some(true), Some(true)) => Value::Int(1),
-                    _ => Value::Null,
-                }
+                logic_value(and3(l, b.eval(row, ctx)?.as_bool()))
             }
             Expr::Binary(BinOp::Or, a, b) => {
                 let l = a.eval(row, ctx)?.as_bool();
                 if l == Some(true) {
                     return Ok(Value::Int(1));
                 }
-                let r = b.eval(row, ctx)?.as_bool();
-                match (l, r) {
-                    (_, Some(true)) => Value::Int(1),
-                    (Some(false), Some(false)) => Value::Int(0),
-                    _ => Value::Null,
-                }
+                logic_value(or3(l, b.eval(row, ctx)?.as_bool()))
             }
             Expr::Binary(op, a, b) => binary(*op, a.eval(row, ctx)?, b.eval(row, ctx)?)?,
             Expr::IsNull(a, negated) => bool_value(a.eval(row, ctx)?.is_null() != *negated),
@@ -577,6 +567,28 @@ fn in_result(found: bool, saw_null: bool, negated: bool) -> Value {
     } else {
         bool_value(negated)
     }
+}
+
+/// Three-valued AND (None is unknown).
+fn and3(l: Option<bool>, r: Option<bool>) -> Option<bool> {
+    match (l, r) {
+        (Some(false), _) | (_, Some(false)) => Some(false),
+        (Some(true), Some(true)) => Some(true),
+        _ => None,
+    }
+}
+
+/// Three-valued OR (None is unknown).
+fn or3(l: Option<bool>, r: Option<bool>) -> Option<bool> {
+    match (l, r) {
+        (Some(true), _) | (_, Some(true)) => Some(true),
+        (Some(false), Some(false)) => Some(false),
+        _ => None,
+    }
+}
+
+fn logic_value(b: Option<bool>) -> Value {
+    b.map(bool_value).unwrap_or(Value::Null)
 }
 
 /// 1 or 0.
@@ -770,23 +782,8 @@ pub fn binary(op: BinOp, a: Value, b: Value) -> Result<Value> {
             (Some(x), Some(y)) => bool_value(x != y),
             _ => Value::Null,
         },
-        BinOp::And | BinOp::Or => {
-            let (x, y) = (a.as_bool(), b.as_bool());
-            let r = if op == BinOp::And {
-                match (x, y) {
-                    (Some(false), _) | (_, Some(false)) => Some(false),
-                    (Some(true), Some(true)) => Some(true),
-                    _ => None,
-                }
-            } else {
-                match (x, y) {
-                    (Some(true), _) | (_, Some(true)) => Some(true),
-                    (Some(false), Some(false)) => Some(false),
-                    _ => None,
-                }
-            };
-            r.map(bool_value).unwrap_or(Value::Null)
-        }
+        BinOp::And => logic_value(and3(a.as_bool(), b.as_bool())),
+        BinOp::Or => logic_value(or3(a.as_bool(), b.as_bool())),
         BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr => {
             if a.is_null() || b.is_null() {
                 return Ok(Value::Null);
