@@ -19,6 +19,8 @@ use crate::expr::{number_literal, AggCall, AggFunc, BinOp, CastType, Expr, Subqu
 use crate::functions::{is_aggregate, is_session_function};
 use crate::plan::{Access, JoinKind, KeyRange, OutputColumn, Plan, Query, SubqueryPlan};
 
+mod decorrelate;
+
 /// What the binder needs from the session.
 #[derive(Clone, Debug, Default)]
 pub struct SessionInfo {
@@ -71,6 +73,8 @@ pub struct Binder<'a> {
     correlated: Vec<bool>,
     subqueries: Vec<SubqueryPlan>,
     ctes: Vec<Cte>,
+    /// Subqueries decorrelated so far (names their hidden columns).
+    decorrelated: usize,
     /// Lock rows read (SELECT ... FOR UPDATE).
     pub lock_reads: bool,
 }
@@ -91,6 +95,18 @@ pub fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
             conjuncts(*b, out);
         }
         other => out.push(other),
+    }
+}
+
+/// Splits a parsed expression into its AND-ed parts (looking through parentheses).
+fn conjuncts_ast(e: &ast::Expr, out: &mut Vec<ast::Expr>) {
+    match e {
+        ast::Expr::BinaryOp { left, op: ast::BinaryOperator::And, right } => {
+            conjuncts_ast(left, out);
+            conjuncts_ast(right, out);
+        }
+        ast::Expr::Nested(inner) => conjuncts_ast(inner, out),
+        other => out.push(other.clone()),
     }
 }
 
@@ -121,6 +137,7 @@ impl<'a> Binder<'a> {
             correlated: Vec::new(),
             subqueries: Vec::new(),
             ctes: Vec::new(),
+            decorrelated: 0,
             lock_reads: false,
         }
     }
@@ -545,6 +562,10 @@ impl<'a> Binder<'a> {
 
     fn select(&mut self, s: &ast::Select, order_by: &[ast::OrderByExpr]) -> Result<(Plan, Scope)> {
         let mut preds = Vec::new();
+        // Scalar aggregate subqueries that would rescan their table per row are rewritten
+        // into joins (see `decorrelate`); `s` then refers to their hidden columns.
+        let rewritten: Option<ast::Select>;
+        let mut s = s;
         let (plan, scope) = if s.from.is_empty() {
             (Plan::Dual, Scope::default())
         } else {
@@ -557,10 +578,57 @@ impl<'a> Binder<'a> {
                     rels_scope.columns.extend(self.relation_scope(r)?.columns);
                 }
             }
+            let mut joins = Vec::new();
+            if has_scalar_subquery(s) {
+                let mut copy = s.clone();
+                let saved_lock = std::mem::replace(&mut self.lock_reads, false);
+                if let Some(w) = copy.selection.as_mut() {
+                    self.decorrelate_in(w, &rels_scope, &mut joins);
+                }
+                let grouped = !matches!(&s.group_by, ast::GroupByExpr::Expressions(v, _) if v.is_empty())
+                    || s.having.is_some()
+                    || s.projection.iter().any(|i| match i {
+                        ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
+                            contains_aggregate(e)
+                        }
+                        _ => false,
+                    });
+                if !grouped {
+                    for item in copy.projection.iter_mut() {
+                        match item {
+                            ast::SelectItem::UnnamedExpr(e) => {
+                                let before = joins.len();
+                                let original = e.clone();
+                                self.decorrelate_in(e, &rels_scope, &mut joins);
+                                if joins.len() != before {
+                                    // Keep the column name the client would see.
+                                    let alias = ast::Ident::new(expr_text(&original));
+                                    *item = ast::SelectItem::ExprWithAlias { expr: e.clone(), alias };
+                                }
+                            }
+                            ast::SelectItem::ExprWithAlias { expr, .. } => {
+                                self.decorrelate_in(expr, &rels_scope, &mut joins)
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                self.lock_reads = saved_lock;
+                rewritten = Some(copy);
+                if !joins.is_empty() {
+                    s = rewritten.as_ref().unwrap_or(s);
+                }
+            }
+            for j in &joins {
+                rels_scope.columns.extend(j.hidden_columns());
+            }
             if let Some(w) = &s.selection {
                 conjuncts(self.expr(w, &rels_scope)?, &mut preds);
             }
-            let (p, sc) = self.from(&s.from, &mut preds)?;
+            let (mut p, mut sc) = self.from(&s.from, &mut preds)?;
+            for j in joins {
+                p = j.join_onto(p, &mut sc);
+            }
             (p, sc)
         };
         let mut plan = match and_all(std::mem::take(&mut preds)) {
@@ -880,11 +948,9 @@ impl<'a> Binder<'a> {
         for depth in 0..self.outer.len() {
             let s = &self.outer[self.outer.len() - 1 - depth];
             if let Some(i) = find(s)? {
-                let n = self.correlated.len();
-                for k in 0..=depth.min(n.saturating_sub(1)) {
-                    if let Some(c) = self.correlated.get_mut(n - 1 - k) {
-                        *c = true;
-                    }
+                // The reference makes every subquery between here and that scope correlated.
+                for c in self.correlated.iter_mut().rev().take(depth + 1) {
+                    *c = true;
                 }
                 return Ok(Expr::Outer(depth, i));
             }
@@ -1339,6 +1405,29 @@ fn expr_text(e: &ast::Expr) -> String {
         },
         other => other.to_string(),
     }
+}
+
+/// Whether WHERE or the select list of `s` has a scalar subquery (at any depth).
+fn has_scalar_subquery(s: &ast::Select) -> bool {
+    use sqlparser::ast::Visit;
+    use std::ops::ControlFlow;
+    struct V;
+    impl ast::Visitor for V {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &ast::Expr) -> ControlFlow<()> {
+            if matches!(e, ast::Expr::Subquery(_)) {
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    s.selection.as_ref().is_some_and(|w| w.visit(&mut V).is_break())
+        || s.projection.iter().any(|i| match i {
+            ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
+                e.visit(&mut V).is_break()
+            }
+            _ => false,
+        })
 }
 
 /// Parses one expression (used for USING rewrites).
