@@ -289,7 +289,18 @@ impl Session {
         }
         let mut stmt = stmts.remove(0);
         let params = number_placeholders(&mut stmt);
-        let columns = Vec::new();
+        // A query is bound now, as MySQL does: unknown tables and columns are reported at
+        // PREPARE, and drivers that read result metadata before executing get it. Types of
+        // computed columns are only known from values, so they go out as NULL here and
+        // precisely with each execution's result set.
+        let columns = match &stmt {
+            ast::Statement::Query(q) => {
+                let info = self.info();
+                let query = Binder::new(&self.engine.catalog, &info).plan_query(q)?;
+                query.columns.iter().map(|c| Column::from_output(c, None)).collect()
+            }
+            _ => Vec::new(),
+        };
         let id = self.next_stmt;
         self.next_stmt += 1;
         self.prepared.insert(id, Prepared { stmt, params, columns: columns.clone() });
