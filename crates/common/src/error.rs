@@ -89,6 +89,7 @@ codes! {
     CantDoThisDuringTxn = 1179, "25000";
     UpdateTableUsed = 1093, "HY000";
     WrongUsage = 1221, "HY000";
+    NonUpdatableTable = 1288, "HY000";
     WrongNumberOfColumnsInSelect = 1222, "21000";
     IllegalReference = 1247, "42S22";
     UnknownTimeZone = 1298, "HY000";

@@ -1130,15 +1130,18 @@ impl<'a> Binder<'a> {
                 Expr::Func("substring".into(), args)
             }
             A::Trim { expr, trim_where, trim_what, .. } => {
-                if trim_what.is_some() {
-                    return Err(Error::unsupported("TRIM(... FROM ...)"));
-                }
                 let f = match trim_where {
                     Some(ast::TrimWhereField::Leading) => "ltrim",
                     Some(ast::TrimWhereField::Trailing) => "rtrim",
                     _ => "trim",
                 };
-                Expr::Func(f.into(), vec![self.expr(expr, scope)?])
+                match trim_what {
+                    // TRIM([BOTH|LEADING|TRAILING] remstr FROM str): internal 2-argument form.
+                    Some(what) => {
+                        Expr::Func(format!("__{f}_str"), vec![self.expr(expr, scope)?, self.expr(what, scope)?])
+                    }
+                    None => Expr::Func(f.into(), vec![self.expr(expr, scope)?]),
+                }
             }
             A::Interval(iv) => {
                 let unit = match &iv.leading_field {
@@ -1834,6 +1837,40 @@ impl Binder<'_> {
     /// The scope of one table's columns under `alias`.
     pub fn table_scope(table: &Arc<TableInfo>, alias: &str) -> Scope {
         Relation::table(table.clone(), alias).scope
+    }
+
+    /// Plans the joined rows of a multi-table UPDATE or DELETE: FROM with WHERE, every row
+    /// read locked. Returns the plan, its scope, and for each FROM relation its first column
+    /// and its base table (None for a derived table).
+    pub fn dml_join(
+        &mut self,
+        from: &[ast::TableWithJoins],
+        selection: Option<&ast::Expr>,
+    ) -> Result<(Plan, Scope, Vec<(usize, Option<Arc<TableInfo>>)>)> {
+        let mut rels = Vec::new();
+        let mut rels_scope = Scope::default();
+        for twj in from {
+            for r in std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation)) {
+                // Views of information_schema and CTEs are not base tables.
+                let table = match r {
+                    ast::TableFactor::Table { name, .. } => self.table(name).ok(),
+                    _ => None,
+                };
+                rels.push((rels_scope.columns.len(), table));
+                rels_scope.columns.extend(self.relation_scope(r)?.columns);
+            }
+        }
+        let mut preds = Vec::new();
+        if let Some(w) = selection {
+            conjuncts(self.expr(w, &rels_scope)?, &mut preds);
+        }
+        self.lock_reads = true;
+        let (plan, scope) = self.from(from, &mut preds)?;
+        let plan = match and_all(preds) {
+            Some(pred) => Plan::Filter { input: Box::new(plan), pred },
+            None => plan,
+        };
+        Ok((plan, scope, rels))
     }
 
     /// Plans the row source of a single-table UPDATE or DELETE: the access path, the

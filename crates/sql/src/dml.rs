@@ -188,6 +188,39 @@ impl DmlCtx<'_> {
         let ast::TableObject::TableName(name) = &ins.table else {
             return Err(Error::unsupported("INSERT INTO TABLE FUNCTION"));
         };
+        // INSERT ... SET a = 1, b = 2 is INSERT (a, b) VALUES (1, 2).
+        let from_set;
+        let ins = if ins.source.is_none() && !ins.assignments.is_empty() {
+            let mut rewritten = ins.clone();
+            let mut values = Vec::new();
+            for a in std::mem::take(&mut rewritten.assignments) {
+                let ast::AssignmentTarget::ColumnName(n) = a.target else {
+                    return Err(Error::unsupported("tuple assignment"));
+                };
+                rewritten.columns.push(n);
+                values.push(a.value);
+            }
+            rewritten.source = Some(Box::new(ast::Query {
+                with: None,
+                body: Box::new(ast::SetExpr::Values(ast::Values {
+                    explicit_row: false,
+                    value_keyword: false,
+                    rows: vec![ast::Parens::with_empty_span(values)],
+                })),
+                order_by: None,
+                limit_clause: None,
+                fetch: None,
+                locks: Vec::new(),
+                for_clause: None,
+                settings: None,
+                format_clause: None,
+                pipe_operators: Vec::new(),
+            }));
+            from_set = rewritten;
+            &from_set
+        } else {
+            ins
+        };
         let mut binder = Binder::new(self.catalog, self.session);
         let table = binder.table(name)?;
         let cols: Vec<usize> = if ins.columns.is_empty() {
@@ -247,12 +280,7 @@ impl DmlCtx<'_> {
                     }
                 }
             },
-            None => {
-                if ins.assignments.is_empty() {
-                    return Err(Error::parse("INSERT without values"));
-                }
-                return Err(Error::unsupported("INSERT ... SET"));
-            }
+            None => return Err(Error::parse("INSERT without values")),
         }
         // ON DUPLICATE KEY UPDATE assignments, bound over (old row ++ new row).
         let mut upsert: Vec<(usize, Expr)> = Vec::new();
@@ -381,7 +409,7 @@ impl DmlCtx<'_> {
     /// Single-table UPDATE.
     pub async fn update(&self, txn: &mut Transaction, up: &ast::Update) -> Result<QueryResult> {
         if !up.table.joins.is_empty() || up.from.is_some() {
-            return Err(Error::unsupported("multi-table UPDATE"));
+            return self.update_multi(txn, up).await;
         }
         let ast::TableFactor::Table { name, alias, .. } = &up.table.relation else {
             return Err(Error::unsupported("UPDATE of a derived table"));
@@ -448,7 +476,7 @@ impl DmlCtx<'_> {
             ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f) => f,
         };
         if from.len() != 1 || !from[0].joins.is_empty() || !del.tables.is_empty() || del.using.is_some() {
-            return Err(Error::unsupported("multi-table DELETE"));
+            return self.delete_multi(txn, del).await;
         }
         let ast::TableFactor::Table { name, alias, .. } = &from[0].relation else {
             return Err(Error::unsupported("DELETE from a derived table"));
@@ -469,6 +497,229 @@ impl DmlCtx<'_> {
             delete_row(&mut cache, txn, &table, &r.row, r.row_id)?;
         }
         Ok(QueryResult::ok(rows.len() as u64))
+    }
+}
+
+/// A table a multi-table UPDATE or DELETE writes: where its columns sit in the joined row.
+struct Target {
+    table: Arc<TableInfo>,
+    offset: usize,
+    /// Handles already written (a row joined several times is changed once, by its first match).
+    done: std::collections::HashSet<Vec<u8>>,
+}
+
+impl Target {
+    /// The target row inside a joined row, or None when a LEFT JOIN left it NULL or the row
+    /// was handled already.
+    fn take(&mut self, joined: &Row) -> Result<Option<TableRow>> {
+        let width = self.table.columns.len();
+        let row: Row = joined[self.offset..self.offset + width].to_vec();
+        if let Some(pk) = &self.table.pk {
+            if pk.iter().any(|c| row[*c].is_null()) {
+                return Ok(None);
+            }
+        }
+        let handle = handle_of(&self.table, &row, None)?;
+        let key = row_key(&self.table, &handle);
+        if !self.done.insert(key.clone()) {
+            return Ok(None);
+        }
+        Ok(Some(TableRow { key, row, row_id: None }))
+    }
+}
+
+/// Finds the FROM relation named `name` (alias or table name) as a writable target.
+fn target_of(
+    rels: &[(usize, Option<Arc<TableInfo>>)],
+    scope: &Scope,
+    name: &str,
+    stmt: &str,
+) -> Result<(usize, Arc<TableInfo>)> {
+    let lname = name.to_ascii_lowercase();
+    for (off, table) in rels {
+        if scope.columns.get(*off).is_some_and(|c| c.table == lname) {
+            return match table {
+                // Rows of a table without a primary key are found by a hidden row id, which
+                // the join does not carry.
+                Some(t) if t.pk.is_some() => Ok((*off, t.clone())),
+                Some(t) => {
+                    Err(Error::unsupported(format!("multi-table {stmt} of table '{}' without a primary key", t.name)))
+                }
+                None => Err(Error::user(
+                    Code::NonUpdatableTable,
+                    format!("The target table {name} of the {stmt} is not updatable"),
+                )),
+            };
+        }
+    }
+    Err(Error::user(Code::UnknownTable, format!("Unknown table '{name}' in MULTI DELETE")))
+}
+
+impl DmlCtx<'_> {
+    /// UPDATE of several joined tables (`UPDATE a JOIN b ON .. SET a.x = b.y`, `UPDATE a, b SET ..`).
+    async fn update_multi(&self, txn: &mut Transaction, up: &ast::Update) -> Result<QueryResult> {
+        if !up.order_by.is_empty() || up.limit.is_some() {
+            return Err(Error::user(Code::WrongUsage, "Incorrect usage of UPDATE and ORDER BY/LIMIT"));
+        }
+        let mut from = vec![up.table.clone()];
+        match &up.from {
+            Some(ast::UpdateTableFromKind::BeforeSet(f)) | Some(ast::UpdateTableFromKind::AfterSet(f)) => {
+                from.extend(f.iter().cloned())
+            }
+            None => {}
+        }
+        let mut binder = Binder::new(self.catalog, self.session);
+        let (plan, scope, rels) = binder.dml_join(&from, up.selection.as_ref())?;
+        // Each assignment: (target index, column in that table, position in the joined row, value).
+        let mut targets: Vec<Target> = Vec::new();
+        let mut assigns: Vec<(usize, usize, usize, Expr)> = Vec::new();
+        for a in &up.assignments {
+            let parts: Vec<String> = match &a.target {
+                ast::AssignmentTarget::ColumnName(n) => {
+                    n.0.iter().map(|p| p.as_ident().map(|i| i.value.clone()).unwrap_or_else(|| p.to_string())).collect()
+                }
+                ast::AssignmentTarget::Tuple(_) => return Err(Error::unsupported("tuple assignment")),
+            };
+            let Expr::Column(pos) = binder.expr(&column_ref(&parts), &scope)? else {
+                return Err(Error::unsupported("assignment target"));
+            };
+            let rel = rels.iter().rposition(|(off, _)| *off <= pos).unwrap_or(0);
+            let alias = scope.columns[rels[rel].0].table.clone();
+            let (off, table) = target_of(&rels, &scope, &alias, "UPDATE")?;
+            let t = match targets.iter().position(|t| t.offset == off) {
+                Some(t) => t,
+                None => {
+                    targets.push(Target { table, offset: off, done: Default::default() });
+                    targets.len() - 1
+                }
+            };
+            let col = pos - off;
+            let value = if is_default_keyword(&a.value) {
+                let c = &targets[t].table.columns[col];
+                Expr::Literal(default_value(c, &Value::DateTime(self.session.now))?)
+            } else {
+                binder.expr(&a.value, &scope)?
+            };
+            assigns.push((t, col, pos, value));
+        }
+        let subs = binder.take_subqueries();
+        let mut ctx = ExecCtx::new(txn, self.params, subs);
+        let joined = execute(&plan, &mut ctx).await?;
+        // New values are computed from the joined rows before anything is written; MySQL
+        // applies assignments left to right, later ones seeing earlier results.
+        let mut changes: Vec<(usize, TableRow, Row)> = Vec::new();
+        for mut row in joined {
+            let olds: Vec<Option<TableRow>> = targets.iter_mut().map(|t| t.take(&row)).collect::<Result<_>>()?;
+            for (t, col, pos, e) in &assigns {
+                if olds[*t].is_none() {
+                    continue;
+                }
+                let c = &targets[*t].table.columns[*col];
+                let v = ctx.eval(e, &row).await?;
+                row[*pos] = c.ty.coerce(v, &c.name)?;
+            }
+            for (t, old) in olds.into_iter().enumerate() {
+                if let Some(old) = old {
+                    let off = targets[t].offset;
+                    let new_row = row[off..off + targets[t].table.columns.len()].to_vec();
+                    changes.push((t, old, new_row));
+                }
+            }
+        }
+        drop(ctx);
+        let mut cache = KeyCache { known: HashMap::new() };
+        let (mut matched, mut changed) = (0u64, 0u64);
+        let now = Value::DateTime(self.session.now);
+        for (t, old, mut new_row) in changes {
+            matched += 1;
+            if rows_equal(&old.row, &new_row) {
+                continue;
+            }
+            let table = &targets[t].table;
+            for (i, c) in table.columns.iter().enumerate() {
+                if c.on_update_now && !assigns.iter().any(|(at, ac, _, _)| *at == t && *ac == i) {
+                    new_row[i] = c.ty.coerce(now.clone(), &c.name)?;
+                }
+            }
+            not_null_check(table, &new_row)?;
+            update_row(&mut cache, txn, table, &old, &new_row).await?;
+            changed += 1;
+        }
+        Ok(QueryResult::Ok {
+            affected: changed,
+            matched,
+            last_insert_id: 0,
+            warnings: Vec::new(),
+            info: format!("Rows matched: {matched}  Changed: {changed}  Warnings: 0"),
+        })
+    }
+
+    /// DELETE from several joined tables (`DELETE a, b FROM a JOIN b ..`,
+    /// `DELETE FROM a USING a JOIN b ..`).
+    async fn delete_multi(&self, txn: &mut Transaction, del: &ast::Delete) -> Result<QueryResult> {
+        if !del.order_by.is_empty() || del.limit.is_some() {
+            return Err(Error::user(Code::WrongUsage, "Incorrect usage of DELETE and ORDER BY/LIMIT"));
+        }
+        let from_list = match &del.from {
+            ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f) => f,
+        };
+        // `DELETE t1, t2 FROM <join>` names targets before FROM; `DELETE FROM t1, t2 USING <join>`
+        // names them in FROM.
+        let (names, from): (Vec<String>, &[ast::TableWithJoins]) = match &del.using {
+            Some(using) => {
+                let mut names = Vec::new();
+                for twj in from_list {
+                    let ast::TableFactor::Table { name, .. } = &twj.relation else {
+                        return Err(Error::unsupported("DELETE target"));
+                    };
+                    names.push(split_name(name)?.1);
+                }
+                (names, using.as_slice())
+            }
+            None if !del.tables.is_empty() => {
+                (del.tables.iter().map(|n| split_name(n).map(|x| x.1)).collect::<Result<_>>()?, from_list.as_slice())
+            }
+            None => {
+                // `DELETE FROM a JOIN b ...` is not MySQL syntax; the first table is the target.
+                let ast::TableFactor::Table { name, alias, .. } = &from_list[0].relation else {
+                    return Err(Error::unsupported("DELETE from a derived table"));
+                };
+                let n = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(split_name(name)?.1);
+                (vec![n], from_list.as_slice())
+            }
+        };
+        let mut binder = Binder::new(self.catalog, self.session);
+        let (plan, scope, rels) = binder.dml_join(from, del.selection.as_ref())?;
+        let mut targets = Vec::new();
+        for n in &names {
+            let (offset, table) = target_of(&rels, &scope, n, "DELETE")?;
+            if !targets.iter().any(|t: &Target| t.offset == offset) {
+                targets.push(Target { table, offset, done: Default::default() });
+            }
+        }
+        let subs = binder.take_subqueries();
+        let mut ctx = ExecCtx::new(txn, self.params, subs);
+        let joined = execute(&plan, &mut ctx).await?;
+        drop(ctx);
+        let mut cache = KeyCache { known: HashMap::new() };
+        let mut deleted = 0u64;
+        for row in &joined {
+            for t in targets.iter_mut() {
+                if let Some(old) = t.take(row)? {
+                    delete_row(&mut cache, txn, &t.table, &old.row, None)?;
+                    deleted += 1;
+                }
+            }
+        }
+        Ok(QueryResult::ok(deleted))
+    }
+}
+
+/// An identifier expression for a (possibly qualified) column name.
+fn column_ref(parts: &[String]) -> ast::Expr {
+    match parts {
+        [one] => ast::Expr::Identifier(ast::Ident::new(one)),
+        _ => ast::Expr::CompoundIdentifier(parts.iter().map(ast::Ident::new).collect()),
     }
 }
 

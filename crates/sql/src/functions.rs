@@ -251,6 +251,24 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
             nullable!();
             Value::str(text(&args[0]).trim_matches(' ').to_string())
         }
+        "__trim_str" | "__ltrim_str" | "__rtrim_str" => {
+            nullable!();
+            let (s, rem) = (text(&args[0]), text(&args[1]));
+            let mut t = s.as_str();
+            if !rem.is_empty() {
+                if name != "__rtrim_str" {
+                    while let Some(rest) = t.strip_prefix(rem.as_str()) {
+                        t = rest;
+                    }
+                }
+                if name != "__ltrim_str" {
+                    while let Some(rest) = t.strip_suffix(rem.as_str()) {
+                        t = rest;
+                    }
+                }
+            }
+            Value::str(t.to_string())
+        }
         "ltrim" => {
             nullable!();
             Value::str(text(&args[0]).trim_start_matches(' ').to_string())

@@ -106,11 +106,45 @@ pub struct Session {
 }
 
 fn parse(sql: &str) -> Result<Vec<ast::Statement>> {
-    Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| {
+    let parsed = Parser::parse_sql(&MySqlDialect {}, sql);
+    if parsed.is_err() {
+        // sqlparser does not take MySQL's `UPDATE t1, t2 SET ...`; the comma there is an
+        // inner join, so retry with CROSS JOIN before reporting the original error.
+        if let Some(Ok(stmts)) = update_commas_as_joins(sql).map(|s| Parser::parse_sql(&MySqlDialect {}, &s)) {
+            return Ok(stmts);
+        }
+    }
+    parsed.map_err(|e| {
         let msg = e.to_string();
         let msg = msg.trim_start_matches("sql parser error: ");
         Error::parse(format!("You have an error in your SQL syntax; check the manual that corresponds to your Strata version for the right syntax to use: {msg}"))
     })
+}
+
+/// Rewrites top-level commas between UPDATE and SET into CROSS JOIN (None if there are none).
+fn update_commas_as_joins(sql: &str) -> Option<String> {
+    use sqlparser::keywords::Keyword;
+    use sqlparser::tokenizer::{Token, Tokenizer};
+    let tokens = Tokenizer::new(&MySqlDialect {}, sql).tokenize().ok()?;
+    let mut out = String::with_capacity(sql.len() + 16);
+    let (mut in_tables, mut depth, mut changed) = (false, 0usize, false);
+    for t in tokens {
+        match &t {
+            Token::Word(w) if depth == 0 && w.keyword == Keyword::UPDATE && w.quote_style.is_none() => in_tables = true,
+            Token::Word(w) if depth == 0 && w.keyword == Keyword::SET && w.quote_style.is_none() => in_tables = false,
+            Token::SemiColon => in_tables = false,
+            Token::LParen => depth += 1,
+            Token::RParen => depth = depth.saturating_sub(1),
+            Token::Comma if in_tables && depth == 0 => {
+                out.push_str(" CROSS JOIN ");
+                changed = true;
+                continue;
+            }
+            _ => {}
+        }
+        out.push_str(&t.to_string());
+    }
+    changed.then_some(out)
 }
 
 /// Numbers `?` placeholders in textual order; returns how many there are.
@@ -176,6 +210,17 @@ impl Session {
         }
         self.db = Some(db.to_string());
         Ok(())
+    }
+
+    /// Applies the WHERE of a SHOW statement, if any.
+    fn show_where(&self, result: QueryResult, pred: Option<&ast::Expr>) -> Result<QueryResult> {
+        match pred {
+            None => Ok(result),
+            Some(p) => {
+                let info = self.info();
+                crate::show::where_filter(result, p, &mut Binder::new(&self.engine.catalog, &info))
+            }
+        }
     }
 
     fn info(&self) -> SessionInfo {
@@ -494,13 +539,17 @@ impl Session {
                     .ok_or_else(|| Error::parse("TRUNCATE needs a table"))?;
                 self.engine.truncate(&name, &self.db).await
             }
-            S::ShowVariables { filter, .. } => crate::show::show_variables(&self.vars, filter.as_ref()),
-            S::ShowDatabases { show_options, .. } => crate::show::show_databases(&self.engine.catalog, show_options),
+            S::ShowVariables { filter, .. } => crate::show::show_variables(&self.vars, filter.as_ref())
+                .and_then(|r| self.show_where(r, crate::show::where_of(filter.as_ref()))),
+            S::ShowDatabases { show_options, .. } => crate::show::show_databases(&self.engine.catalog, show_options)
+                .and_then(|r| self.show_where(r, crate::show::options_where(show_options))),
             S::ShowTables { full, show_options, .. } => {
                 crate::show::show_tables(&self.engine.catalog, &self.db, *full, show_options)
+                    .and_then(|r| self.show_where(r, crate::show::options_where(show_options)))
             }
             S::ShowColumns { full, show_options, .. } => {
                 crate::show::show_columns(&self.engine.catalog, &self.db, *full, show_options)
+                    .and_then(|r| self.show_where(r, crate::show::options_where(show_options)))
             }
             S::ShowCreate { obj_type, obj_name } => {
                 crate::show::show_create(&self.engine.catalog, &self.db, *obj_type, obj_name)

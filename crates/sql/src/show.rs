@@ -17,7 +17,8 @@ fn like_filter(filter: Option<&ast::ShowStatementFilter>) -> Result<Option<Strin
         None => Ok(None),
         Some(ast::ShowStatementFilter::Like(p)) => Ok(Some(p.clone())),
         Some(ast::ShowStatementFilter::ILike(p)) => Ok(Some(p.clone())),
-        Some(ast::ShowStatementFilter::Where(_)) => Err(Error::unsupported("SHOW ... WHERE")),
+        // Applied to the result rows afterwards (`where_filter`).
+        Some(ast::ShowStatementFilter::Where(_)) => Ok(None),
         Some(ast::ShowStatementFilter::NoKeyword(p)) => Ok(Some(p.clone())),
     }
 }
@@ -27,6 +28,50 @@ fn matches(pattern: &Option<String>, name: &str) -> bool {
         None => true,
         Some(p) => like_match(name.to_ascii_lowercase().as_bytes(), p.to_ascii_lowercase().as_bytes(), b'\\'),
     }
+}
+
+/// The WHERE expression of a SHOW statement's filter, if it has one.
+pub fn where_of(filter: Option<&ast::ShowStatementFilter>) -> Option<&ast::Expr> {
+    match filter {
+        Some(ast::ShowStatementFilter::Where(e)) => Some(e),
+        _ => None,
+    }
+}
+
+/// The WHERE of a SHOW statement's options.
+pub fn options_where(opts: &ast::ShowStatementOptions) -> Option<&ast::Expr> {
+    where_of(opts.filter_position.as_ref().map(|p| match p {
+        ast::ShowStatementFilterPosition::Infix(f) | ast::ShowStatementFilterPosition::Suffix(f) => f,
+    }))
+}
+
+/// Keeps the rows of a SHOW result for which `pred` (over its column names, as MySQL
+/// allows: `SHOW VARIABLES WHERE Variable_name = 'x'`) is true.
+pub fn where_filter(result: QueryResult, pred: &ast::Expr, binder: &mut crate::binder::Binder) -> Result<QueryResult> {
+    let QueryResult::Rows { columns, rows } = result else { return Ok(result) };
+    let scope = crate::binder::Scope {
+        columns: columns
+            .iter()
+            .map(|c| crate::binder::ScopeColumn {
+                table: String::new(),
+                name: c.name.to_ascii_lowercase(),
+                meta: OutputColumn { name: c.name.clone(), ..Default::default() },
+            })
+            .collect(),
+    };
+    let bound = binder.expr(pred, &scope)?;
+    if bound.has_subquery() {
+        return Err(Error::unsupported("subquery in SHOW ... WHERE"));
+    }
+    let subqueries = Default::default();
+    let ctx = crate::expr::EvalCtx { params: &[], outer: &[], subqueries: &subqueries };
+    let mut kept = Vec::new();
+    for r in rows {
+        if bound.eval(&r, &ctx)?.as_bool() == Some(true) {
+            kept.push(r);
+        }
+    }
+    Ok(QueryResult::Rows { columns, rows: kept })
 }
 
 /// SHOW VARIABLES (LIKE ...).

@@ -131,8 +131,7 @@ impl Binder<'_> {
         }
         let ast::SetExpr::Select(s) = q.body.as_ref() else { return None };
         let group_empty = matches!(&s.group_by, ast::GroupByExpr::Expressions(v, _) if v.is_empty());
-        if s.from.is_empty() || s.distinct.is_some() || s.having.is_some() || !group_empty || s.projection.len() != 1
-        {
+        if s.from.is_empty() || s.distinct.is_some() || s.having.is_some() || !group_empty || s.projection.len() != 1 {
             return None;
         }
         if count_queries(q) != 1 {
@@ -215,10 +214,7 @@ impl Binder<'_> {
             .iter()
             .enumerate()
             .map(|(i, k)| ast::SelectItem::ExprWithAlias { expr: k.clone(), alias: ast::Ident::new(format!("k{i}")) })
-            .chain(std::iter::once(ast::SelectItem::ExprWithAlias {
-                expr: agg.clone(),
-                alias: ast::Ident::new(name),
-            }))
+            .chain(std::iter::once(ast::SelectItem::ExprWithAlias { expr: agg.clone(), alias: ast::Ident::new(name) }))
             .collect();
         grouped.selection = local.into_iter().reduce(|a, b| ast::Expr::BinaryOp {
             left: Box::new(a),
