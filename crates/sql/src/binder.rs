@@ -21,6 +21,10 @@ use crate::plan::{Access, JoinKind, KeyRange, OutputColumn, Plan, Query, Subquer
 
 mod decorrelate;
 
+/// A FROM relation of a multi-table UPDATE/DELETE: its first column in the joined row and
+/// its base table (None for a derived table).
+pub type DmlRelation = (usize, Option<Arc<TableInfo>>);
+
 /// What the binder needs from the session.
 #[derive(Clone, Debug, Default)]
 pub struct SessionInfo {
@@ -1846,7 +1850,7 @@ impl Binder<'_> {
         &mut self,
         from: &[ast::TableWithJoins],
         selection: Option<&ast::Expr>,
-    ) -> Result<(Plan, Scope, Vec<(usize, Option<Arc<TableInfo>>)>)> {
+    ) -> Result<(Plan, Scope, Vec<DmlRelation>)> {
         let mut rels = Vec::new();
         let mut rels_scope = Scope::default();
         for twj in from {

@@ -530,7 +530,7 @@ impl Target {
 
 /// Finds the FROM relation named `name` (alias or table name) as a writable target.
 fn target_of(
-    rels: &[(usize, Option<Arc<TableInfo>>)],
+    rels: &[crate::binder::DmlRelation],
     scope: &Scope,
     name: &str,
     stmt: &str,

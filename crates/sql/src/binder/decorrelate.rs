@@ -223,7 +223,7 @@ impl Binder<'_> {
         });
         grouped.group_by = ast::GroupByExpr::Expressions(inner_keys, Vec::new());
         let mut gq = q.clone();
-        gq.body = Box::new(ast::SetExpr::Select(Box::new(grouped)));
+        *gq.body = ast::SetExpr::Select(Box::new(grouped));
         // Bound with an empty scope for the enclosing row: a reference that reaches past it
         // would make the derived table correlated, which is not supported.
         self.outer.push(Scope::default());
