@@ -124,6 +124,15 @@ impl Key {
 }
 
 /// The prefix shared by every key of a table (rows and indexes).
+/// The table a row or index key belongs to (None for meta keys).
+pub fn table_of(raw: &[u8]) -> Option<TableId> {
+    let (&kind, mut rest) = raw.split_first()?;
+    if kind != TABLE {
+        return None;
+    }
+    take_id(&mut rest).ok().map(TableId)
+}
+
 pub fn table_prefix(table: TableId) -> Vec<u8> {
     let mut out = Vec::with_capacity(11);
     out.push(TABLE);

@@ -96,6 +96,8 @@ codes! {
     FunctionNotExists = 1305, "42000";
     DataOutOfRangeBigint = 1690, "22003";
     WriteConflict = 9007, "HY000";
+    InfoSchemaChanged = 8028, "HY000";
+    AdminCheckTable = 8003, "HY000";
 }
 
 /// What a reader found blocking it: a lock from another transaction, to be resolved.

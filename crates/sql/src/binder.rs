@@ -1641,7 +1641,7 @@ impl Relation {
                 return true;
             }
         }
-        t.indexes.iter().any(|i| i.columns.first().is_some_and(|c| has(*c)))
+        t.indexes.iter().any(|i| i.is_public() && i.columns.first().is_some_and(|c| has(*c)))
     }
 
     /// Plans the scan of this relation with its local predicates (bound to its own row) and
@@ -1826,7 +1826,7 @@ fn choose_access(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -
             best = (score * 2 + 1, Access::PkRange(r));
         }
     }
-    for (i, idx) in table.indexes.iter().enumerate() {
+    for (i, idx) in table.indexes.iter().enumerate().filter(|(_, x)| x.is_public()) {
         let (r, score) = key_range(&idx.columns, &b);
         let unique_full = idx.unique && r.eq.len() == idx.columns.len();
         let s = score * 2 + if unique_full { 3 } else { 0 };

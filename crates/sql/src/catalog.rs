@@ -60,6 +60,27 @@ pub struct IndexInfo {
     pub columns: Vec<usize>,
     /// UNIQUE.
     pub unique: bool,
+    /// Schema-change state: a new index is written by DML before any read uses it.
+    #[serde(default)]
+    pub state: IndexState,
+}
+
+/// States of an index while it is added (F1-style online schema change, simplified for one
+/// node: the commit-time schema check replaces the lease wait).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum IndexState {
+    /// Maintained by writes and used by reads.
+    #[default]
+    Public,
+    /// Maintained by writes, invisible to reads, being backfilled.
+    WriteOnly,
+}
+
+impl IndexInfo {
+    /// Whether reads may use the index.
+    pub fn is_public(&self) -> bool {
+        self.state == IndexState::Public
+    }
 }
 
 /// A table.
@@ -140,6 +161,13 @@ pub struct Catalog {
     ranges: Mutex<BTreeMap<(i64, bool), IdRange>>,
     /// Serializes DDL on this node.
     ddl: tokio::sync::Mutex<()>,
+    /// Bumped by every schema change.
+    version: std::sync::atomic::AtomicU64,
+    /// Table id -> version of its last schema change (this process's lifetime).
+    changed: Mutex<std::collections::HashMap<i64, u64>>,
+    /// Commits hold it shared across their schema check and 2PC; a schema change takes it
+    /// exclusively once to wait out commits that passed the check under the old schema.
+    pub commit_gate: tokio::sync::RwLock<()>,
 }
 
 fn meta_key(parts: &[&str]) -> Vec<u8> {
@@ -171,6 +199,9 @@ impl Catalog {
             dbs: RwLock::new(BTreeMap::new()),
             ranges: Mutex::new(BTreeMap::new()),
             ddl: tokio::sync::Mutex::new(()),
+            version: std::sync::atomic::AtomicU64::new(1),
+            changed: Mutex::new(std::collections::HashMap::new()),
+            commit_gate: tokio::sync::RwLock::new(()),
         };
         let txn = cat.begin().await?;
         let db_prefix = meta_key(&["db", ""]);
@@ -195,6 +226,28 @@ impl Catalog {
     /// Takes the node's DDL lock (DDL statements run one at a time).
     pub async fn ddl_lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
         self.ddl.lock().await
+    }
+
+    /// The current schema version.
+    pub fn version(&self) -> u64 {
+        self.version.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Records a schema change of a table (by id).
+    pub fn mark_changed(&self, table_id: i64) {
+        let mut changed = self.changed.lock();
+        let v = self.version.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        changed.insert(table_id, v);
+    }
+
+    /// Whether the table's schema changed after version `since`.
+    pub fn changed_since(&self, table_id: i64, since: u64) -> bool {
+        self.changed.lock().get(&table_id).is_some_and(|v| *v > since)
+    }
+
+    /// Waits until every commit that checked its schema before now has finished.
+    pub async fn wait_for_commits(&self) {
+        drop(self.commit_gate.write().await);
     }
 
     /// Database names.
@@ -249,6 +302,9 @@ impl Catalog {
         }
         txn.commit().await?;
         self.dbs.write().remove(&lower(name));
+        for t in &tables {
+            self.mark_changed(t.id);
+        }
         Ok(tables)
     }
 
@@ -277,11 +333,16 @@ impl Catalog {
         let mut txn = self.begin().await?;
         txn.put(meta_key(&["tbl", &lower(&table.db), &lower(&table.name)]), json(&table)?);
         txn.commit().await?;
-        let mut dbs = self.dbs.write();
-        let db = dbs
-            .get_mut(&lower(&table.db))
-            .ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{}'", table.db)))?;
-        db.tables.insert(lower(&table.name), Arc::new(table));
+        let id = table.id;
+        {
+            let mut dbs = self.dbs.write();
+            let db = dbs
+                .get_mut(&lower(&table.db))
+                .ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{}'", table.db)))?;
+            db.tables.insert(lower(&table.name), Arc::new(table));
+        }
+        // After the new definition is visible: whoever reads the new version binds against it.
+        self.mark_changed(id);
         Ok(())
     }
 
@@ -290,8 +351,9 @@ impl Catalog {
         let mut txn = self.begin().await?;
         txn.delete(meta_key(&["tbl", &lower(db), &lower(name)]));
         txn.commit().await?;
-        if let Some(d) = self.dbs.write().get_mut(&lower(db)) {
-            d.tables.remove(&lower(name));
+        let removed = self.dbs.write().get_mut(&lower(db)).and_then(|d| d.tables.remove(&lower(name)));
+        if let Some(t) = removed {
+            self.mark_changed(t.id);
         }
         Ok(())
     }

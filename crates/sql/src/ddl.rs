@@ -1,9 +1,10 @@
 //! DDL: databases, tables, indexes and columns.
 //!
-//! Limitation: index creation backfills existing rows in batched transactions while other
-//! sessions may write; rows written between batches by sessions that planned against the
-//! old schema can miss their index entry. The online schema change protocol (write-only
-//! and delete-only states, as in F1/TiDB) is still to come.
+//! Schema changes are online. Every change bumps the catalog version; a transaction that
+//! wrote a table whose schema changed after it began fails at commit with 8028 (autocommit
+//! statements are re-run), so no write planned against an old definition lands after the
+//! change. ADD INDEX goes write-only (maintained by writers, unused by readers), waits out
+//! commits in flight, backfills the existing rows under row locks, and then turns public.
 
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ use strata_kv::LockMode;
 use strata_txn::{Isolation, Transaction, TxnOptions};
 
 use crate::binder::split_name;
-use crate::catalog::{ColumnInfo, DefaultValue, IndexInfo, TableInfo};
+use crate::catalog::{ColumnInfo, DefaultValue, IndexInfo, IndexState, TableInfo};
 use crate::result::QueryResult;
 use crate::session::Engine;
 use crate::table::{decode_row, handle_from_row_key, index_entry, is_unique_entry};
@@ -271,7 +272,13 @@ impl Engine {
             if indexes.iter().any(|i| i.name.eq_ignore_ascii_case(&iname)) {
                 return Err(Error::user(Code::DupKeyName, format!("Duplicate key name '{iname}'")));
             }
-            indexes.push(IndexInfo { id: next_index_id, name: iname, columns: cols, unique });
+            indexes.push(IndexInfo {
+                id: next_index_id,
+                name: iname,
+                columns: cols,
+                unique,
+                state: IndexState::Public,
+            });
             next_index_id += 1;
         }
         for (cname, _) in uniques {
@@ -280,7 +287,13 @@ impl Engine {
                 .position(|x| x.name == cname)
                 .ok_or_else(|| Error::internal("unique column vanished"))?;
             let iname = name_of_index(&None, &[c], &columns, &indexes);
-            indexes.push(IndexInfo { id: next_index_id, name: iname, columns: vec![c], unique: true });
+            indexes.push(IndexInfo {
+                id: next_index_id,
+                name: iname,
+                columns: vec![c],
+                unique: true,
+                state: IndexState::Public,
+            });
             next_index_id += 1;
         }
         let autos: Vec<usize> = columns.iter().enumerate().filter(|(_, c)| c.auto_increment).map(|(i, _)| i).collect();
@@ -320,14 +333,15 @@ impl Engine {
 
     /// A transaction for internal work (DDL backfill and cleanup).
     pub async fn begin_internal(&self) -> Result<Transaction> {
+        self.begin_internal_with(LockMode::Optimistic).await
+    }
+
+    /// An internal transaction in the given mode.
+    pub async fn begin_internal_with(&self, mode: LockMode) -> Result<Transaction> {
         Transaction::begin(
             self.client.clone(),
             self.oracle.clone(),
-            TxnOptions {
-                mode: LockMode::Optimistic,
-                isolation: Isolation::RepeatableRead,
-                lock_wait_timeout_ms: 50_000,
-            },
+            TxnOptions { mode, isolation: Isolation::RepeatableRead, lock_wait_timeout_ms: 50_000 },
         )
         .await
     }
@@ -374,6 +388,7 @@ impl Engine {
         let mut fresh = (*info).clone();
         fresh.id = self.catalog.new_id().await?;
         self.catalog.put_table(fresh).await?;
+        self.catalog.mark_changed(info.id);
         self.catalog.reset_auto_id(info.id).await?;
         self.delete_prefix(table_prefix(info.table_id())).await?;
         Ok(QueryResult::ok(0))
@@ -395,40 +410,101 @@ impl Engine {
             }
             return Err(Error::user(Code::DupKeyName, format!("Duplicate key name '{iname}'")));
         }
-        let index = IndexInfo { id: table.next_index_id, name: iname, columns: cols, unique };
-        // Backfill in batches, then publish the index.
+        // 1. Write-only: statements planned from now on maintain the index but do not read it.
+        let index =
+            IndexInfo { id: table.next_index_id, name: iname, columns: cols, unique, state: IndexState::WriteOnly };
+        let mut t = (*table).clone();
+        t.indexes.push(index.clone());
+        t.next_index_id += 1;
+        self.catalog.put_table(t.clone()).await?;
+        // 2. Transactions that began under the old schema and wrote this table now fail at
+        //    commit (8028); wait out those already committing.
+        self.catalog.wait_for_commits().await;
+        // 3. Backfill every row visible now; later writes maintain their own entries.
+        if let Err(e) = self.backfill_index(&t, &index).await {
+            let mut back = t.clone();
+            back.indexes.retain(|i| i.id != index.id);
+            self.catalog.put_table(back).await?;
+            self.delete_prefix(strata_codec::keys::index_prefix(t.table_id(), TableInfo::index_id(&index))).await?;
+            return Err(e);
+        }
+        // 4. Public: reads may use it.
+        for i in t.indexes.iter_mut() {
+            if i.id == index.id {
+                i.state = IndexState::Public;
+            }
+        }
+        self.catalog.put_table(t).await?;
+        Ok(QueryResult::ok(0))
+    }
+
+    /// Writes the index entries of every row, in batches. Each batch locks the rows it reads
+    /// (a current read), so a concurrent writer either committed before (the batch sees its
+    /// row) or waits and then maintains the entry itself.
+    async fn backfill_index(&self, table: &TableInfo, index: &IndexInfo) -> Result<()> {
         let prefix = strata_codec::keys::row_prefix(table.table_id());
         let end = prefix_end(&prefix);
         let mut start = prefix.clone();
         loop {
-            let mut txn = self.begin_internal().await?;
-            let batch = txn.scan(&start, &end, 2_000).await?;
-            if batch.is_empty() {
-                break;
-            }
-            for (k, v) in &batch {
-                let (row, _) = decode_row(&table, v)?;
-                let handle = handle_from_row_key(&table, k).to_vec();
-                let (ik, iv) = index_entry(&table, &index, &row, &handle);
-                if is_unique_entry(&index, &row) && txn.get(&ik).await?.is_some() {
-                    let vals: Vec<String> = index.columns.iter().map(|c| row[*c].to_display()).collect();
-                    return Err(Error::user(
-                        Code::DupEntry,
-                        format!("Duplicate entry '{}' for key '{}.{}'", vals.join("-"), table.name, index.name),
-                    ));
+            let mut txn = self.begin_internal_with(LockMode::Pessimistic).await?;
+            let batch = txn.scan(&start, &end, 1_000).await?;
+            let Some((last, _)) = batch.last() else { return Ok(()) };
+            let last = last.clone();
+            let keys: Vec<Vec<u8>> = batch.into_iter().map(|(k, _)| k).collect();
+            let current = txn.lock_and_get(&keys).await?;
+            for (k, v) in keys.iter().zip(current) {
+                let Some(v) = v else { continue };
+                let (row, _) = decode_row(table, &v)?;
+                let handle = handle_from_row_key(table, k).to_vec();
+                let (ik, iv) = index_entry(table, index, &row, &handle);
+                if is_unique_entry(index, &row) {
+                    let existing = txn.lock_and_get(std::slice::from_ref(&ik)).await?.pop().flatten();
+                    if existing.is_some_and(|e| e != iv) {
+                        let vals: Vec<String> = index.columns.iter().map(|c| row[*c].to_display()).collect();
+                        let _ = txn.rollback().await;
+                        return Err(Error::user(
+                            Code::DupEntry,
+                            format!("Duplicate entry '{}' for key '{}.{}'", vals.join("-"), table.name, index.name),
+                        ));
+                    }
                 }
                 txn.put(ik, iv);
             }
-            let last = batch.last().map(|(k, _)| k.clone()).unwrap_or_default();
             txn.commit().await?;
             start = last;
             start.push(0);
         }
-        let mut t = (*table).clone();
-        t.indexes.push(index);
-        t.next_index_id += 1;
-        self.catalog.put_table(t).await?;
-        Ok(QueryResult::ok(0))
+    }
+
+    /// ADMIN CHECK TABLE: every index holds exactly the entries its table's rows imply
+    /// (read at one snapshot); error 8003 names the first index that does not.
+    pub async fn check_table(&self, table: &TableInfo) -> Result<()> {
+        let txn = self.begin_internal().await?;
+        let prefix = strata_codec::keys::row_prefix(table.table_id());
+        let rows = txn.scan(&prefix, &prefix_end(&prefix), usize::MAX).await?;
+        for index in &table.indexes {
+            let mut expected = std::collections::BTreeMap::new();
+            for (k, v) in &rows {
+                let (row, _) = decode_row(table, v)?;
+                let (ik, iv) = index_entry(table, index, &row, handle_from_row_key(table, k));
+                expected.insert(ik, iv);
+            }
+            let iprefix = strata_codec::keys::index_prefix(table.table_id(), TableInfo::index_id(index));
+            let actual: std::collections::BTreeMap<Vec<u8>, Vec<u8>> =
+                txn.scan(&iprefix, &prefix_end(&iprefix), usize::MAX).await?.into_iter().collect();
+            if actual != expected {
+                let missing = expected.iter().filter(|(k, v)| actual.get(*k) != Some(v)).count();
+                let extra = actual.iter().filter(|(k, v)| expected.get(*k) != Some(v)).count();
+                return Err(Error::user(
+                    Code::AdminCheckTable,
+                    format!(
+                        "data inconsistency in table: {}, index: {}, {missing} entries missing or wrong, {extra} extra",
+                        table.name, index.name
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// CREATE INDEX.

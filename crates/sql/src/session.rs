@@ -64,12 +64,37 @@ impl Engine {
             vars: self.globals.lock().clone(),
             user_vars: HashMap::new(),
             txn: None,
+            schema_version: 0,
             explicit: false,
             last_insert_id: 0,
             warnings: Vec::new(),
             prepared: HashMap::new(),
             next_stmt: 1,
         }
+    }
+
+    /// Commits `txn` unless a table it wrote changed its schema after `schema_version`, the
+    /// catalog version when it began: its statements may have been planned against the old
+    /// definition (an index it did not maintain, a column it did not know), so it fails with
+    /// 8028 instead, as TiDB's schema validator does. The check and the commit run under the
+    /// shared commit gate, so a schema change can wait out commits that passed the check.
+    pub async fn commit_txn(&self, txn: Transaction, schema_version: u64) -> Result<()> {
+        let gate = self.catalog.commit_gate.read().await;
+        if self.catalog.version() != schema_version {
+            let mut tables: Vec<i64> =
+                txn.written_keys().filter_map(strata_codec::keys::table_of).map(|t| t.0).collect();
+            tables.dedup();
+            if tables.iter().any(|t| self.catalog.changed_since(*t, schema_version)) {
+                drop(gate);
+                let _ = txn.rollback().await;
+                return Err(Error::user(
+                    Code::InfoSchemaChanged,
+                    "Information schema is changed during the execution of the statement (for example, table \
+                     definition may be updated by other DDL ran in parallel)",
+                ));
+            }
+        }
+        txn.commit().await.map(|_| ())
     }
 
     /// The oldest start timestamp of any running transaction (GC must keep what it reads).
@@ -98,6 +123,8 @@ pub struct Session {
     vars: BTreeMap<String, Value>,
     user_vars: HashMap<String, Value>,
     txn: Option<Transaction>,
+    /// The schema version when `txn` began (see `Engine::commit_txn`).
+    schema_version: u64,
     explicit: bool,
     last_insert_id: u64,
     warnings: Vec<(&'static str, Code, String)>,
@@ -212,6 +239,25 @@ impl Session {
         Ok(())
     }
 
+    /// ADMIN CHECK TABLE t1[, t2 ...] (TiDB's index consistency check).
+    async fn admin_check(&mut self, text: &str) -> Result<QueryResult> {
+        let names = text.trim().trim_end_matches(';').splitn(4, char::is_whitespace).nth(3).unwrap_or("").to_string();
+        if names.trim().is_empty() {
+            return Err(Error::parse("ADMIN CHECK TABLE needs a table name"));
+        }
+        for name in names.split(',') {
+            let parts: Vec<String> = name.split('.').map(|p| p.trim().trim_matches('`').to_string()).collect();
+            let (db, t) = match parts.as_slice() {
+                [t] => (self.db.clone().ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?, t.clone()),
+                [d, t] => (d.clone(), t.clone()),
+                _ => return Err(Error::parse(format!("bad table name '{name}'"))),
+            };
+            let table = self.engine.catalog.table(&db, &t)?;
+            self.engine.check_table(&table).await?;
+        }
+        Ok(QueryResult::ok(0))
+    }
+
     /// Applies the WHERE of a SHOW statement, if any.
     fn show_where(&self, result: QueryResult, pred: Option<&ast::Expr>) -> Result<QueryResult> {
         match pred {
@@ -253,6 +299,7 @@ impl Session {
         let txn =
             Transaction::begin(self.engine.client.clone(), self.engine.oracle.clone(), self.txn_options(mode)).await?;
         self.engine.active.lock().insert(self.conn_id, txn.start_ts());
+        self.schema_version = self.engine.catalog.version();
         Ok(txn)
     }
 
@@ -264,7 +311,7 @@ impl Session {
     pub async fn commit(&mut self) -> Result<()> {
         self.explicit = false;
         if let Some(txn) = self.txn.take() {
-            let r = txn.commit().await;
+            let r = self.engine.commit_txn(txn, self.schema_version).await;
             self.finish_txn();
             r?;
         }
@@ -402,6 +449,7 @@ impl Session {
                     rows,
                 }))
             }
+            ["admin", "check", "table", ..] => Some(self.admin_check(t).await),
             ["show", "index" | "indexes" | "keys", "from" | "in", ..] => {
                 Some(crate::show::show_index(&self.engine.catalog, t, &self.db))
             }
@@ -587,6 +635,18 @@ impl Session {
     }
 
     async fn run_in_txn(&mut self, stmt: &ast::Statement, params: &[Value]) -> Result<QueryResult> {
+        // An autocommit statement that lost the race with a schema change (8028) had no
+        // visible effect; it runs again against the new schema, as TiDB retries it.
+        let mut attempt = 0;
+        loop {
+            match self.run_in_txn_once(stmt, params).await {
+                Err(e) if e.code() == Code::InfoSchemaChanged && attempt < 5 => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+
+    async fn run_in_txn_once(&mut self, stmt: &ast::Statement, params: &[Value]) -> Result<QueryResult> {
         let info = self.info();
         let mut txn = match self.txn.take() {
             Some(t) => t,
@@ -601,7 +661,7 @@ impl Session {
         txn.end_statement(r.is_ok());
         if single {
             let outcome = match r {
-                Ok(v) => txn.commit().await.map(|_| v),
+                Ok(v) => self.engine.commit_txn(txn, self.schema_version).await.map(|_| v),
                 Err(e) => {
                     let _ = txn.rollback().await;
                     Err(e)

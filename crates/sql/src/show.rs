@@ -140,9 +140,13 @@ pub fn show_tables(
 fn key_of(t: &TableInfo, c: usize) -> &'static str {
     if t.pk.as_ref().is_some_and(|p| p.contains(&c)) {
         "PRI"
-    } else if t.indexes.iter().any(|i| i.unique && i.columns.first() == Some(&c) && i.columns.len() == 1) {
+    } else if t
+        .indexes
+        .iter()
+        .any(|i| i.is_public() && i.unique && i.columns.first() == Some(&c) && i.columns.len() == 1)
+    {
         "UNI"
-    } else if t.indexes.iter().any(|i| i.columns.first() == Some(&c)) {
+    } else if t.indexes.iter().any(|i| i.is_public() && i.columns.first() == Some(&c)) {
         "MUL"
     } else {
         ""
@@ -248,7 +252,7 @@ pub fn show_index(cat: &Catalog, sql: &str, current: &Option<String>) -> Result<
     if let Some(pk) = &t.pk {
         push("PRIMARY", true, pk);
     }
-    for i in &t.indexes {
+    for i in t.indexes.iter().filter(|i| i.is_public()) {
         push(&i.name, i.unique, &i.columns);
     }
     Ok(QueryResult::text_rows(
@@ -301,7 +305,7 @@ pub fn create_table_sql(t: &TableInfo) -> String {
     if let Some(pk) = &t.pk {
         lines.push(format!("  PRIMARY KEY ({}) /*T![clustered_index] CLUSTERED */", names(pk)));
     }
-    for i in &t.indexes {
+    for i in t.indexes.iter().filter(|i| i.is_public()) {
         lines.push(format!("  {}KEY {} ({})", if i.unique { "UNIQUE " } else { "" }, q(&i.name), names(&i.columns)));
     }
     format!(
@@ -468,7 +472,7 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                 if let Some(pk) = &t.pk {
                     push("PRIMARY", true, pk);
                 }
-                for i in &t.indexes {
+                for i in t.indexes.iter().filter(|i| i.is_public()) {
                     push(&i.name, i.unique, &i.columns);
                 }
             }

@@ -98,6 +98,11 @@ impl Transaction {
         !self.buffer.is_empty() || !self.stmt.is_empty() || !self.locked.is_empty()
     }
 
+    /// Keys written so far (committed statements and the running one).
+    pub fn written_keys(&self) -> impl Iterator<Item = &[u8]> {
+        self.buffer.keys().chain(self.stmt.keys()).map(|k| k.as_slice())
+    }
+
     /// Marks the start of a statement (READ COMMITTED takes a new read timestamp).
     pub async fn start_statement(&mut self) -> Result<()> {
         self.stmt.clear();
