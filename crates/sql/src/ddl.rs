@@ -175,9 +175,13 @@ fn build_column(
         ));
     }
     if let Some(DefaultValue::Text(t)) = &col.default {
-        col.ty
+        let v = col
+            .ty
             .coerce(Value::str(t.clone()), &col.name)
             .map_err(|_| Error::user(Code::InvalidDefault, format!("Invalid default value for '{}'", col.name)))?;
+        // Stored and shown in the column's own format, as MySQL does (DECIMAL(6,2) DEFAULT 0
+        // reads back as '0.00').
+        col.default = Some(DefaultValue::Text(v.to_display()));
     }
     if col.default == Some(DefaultValue::Null) && !col.nullable {
         return Err(Error::user(Code::InvalidDefault, format!("Invalid default value for '{}'", col.name)));

@@ -10,6 +10,7 @@ use sqllogictest::{DBOutput, DefaultColumnType};
 
 struct Wire {
     conn: mysql_async::Conn,
+    external: bool,
 }
 
 #[derive(Debug)]
@@ -55,7 +56,13 @@ impl sqllogictest::AsyncDB for Wire {
     }
 
     fn engine_name(&self) -> &str {
-        "strata"
+        // `onlyif strata` marks Strata/TiDB extensions; `skipif mariadb` marks where MariaDB
+        // differs from MySQL 8 (which Strata follows).
+        if self.external {
+            "mariadb"
+        } else {
+            "strata"
+        }
     }
 
     async fn shutdown(&mut self) {}
@@ -103,6 +110,7 @@ async fn sqllogictest_files_pass_over_the_wire() {
         let db = format!("slt_{}", file.file_stem().and_then(|s| s.to_str()).unwrap_or("x").replace('-', "_"));
         common::exec(&admin, &[&format!("DROP DATABASE IF EXISTS {db}"), &format!("CREATE DATABASE {db}")]).await;
         let url = format!("{base_url}{db}");
+        let external = external.is_some();
         let mut runner = sqllogictest::Runner::new(move || {
             let url = url.clone();
             async move {
@@ -110,7 +118,7 @@ async fn sqllogictest_files_pass_over_the_wire() {
                 let conn = mysql_async::Conn::new(mysql_async::OptsBuilder::from_opts(opts).prefer_socket(false))
                     .await
                     .map_err(|e| WireError(e.to_string()))?;
-                Ok(Wire { conn })
+                Ok(Wire { conn, external })
             }
         });
         if let Err(e) = runner.run_file_async(&file).await {
