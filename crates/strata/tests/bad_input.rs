@@ -76,8 +76,12 @@ async fn bad_packets_get_errors_and_never_stall_others() {
         let prep = read_packet(&mut s).expect("prepare ok");
         assert_eq!(prep[0], 0);
         let id = u32::from_le_bytes([prep[1], prep[2], prep[3], prep[4]]);
-        read_packet(&mut s).expect("param def");
-        read_packet(&mut s).expect("eof");
+        let (columns, params) = (u16::from_le_bytes([prep[5], prep[6]]), u16::from_le_bytes([prep[7], prep[8]]));
+        assert_eq!((columns, params), (1, 1), "SELECT ? has one parameter and one result column");
+        for _ in 0..2 {
+            read_packet(&mut s).expect("definition");
+            read_packet(&mut s).expect("eof");
+        }
         let mut exec = vec![0x17];
         exec.extend_from_slice(&id.to_le_bytes());
         exec.extend_from_slice(&[0, 1, 0, 0, 0, 0, 1, 0xfd, 0, 0xfe, 0xff]);
