@@ -445,29 +445,14 @@ impl DmlCtx<'_> {
         }
         drop(ctx);
         let mut cache = KeyCache { known: HashMap::new() };
-        let (mut matched, mut changed) = (0u64, 0u64);
-        let now = Value::DateTime(self.session.now);
-        for (old, mut new_row) in rows.into_iter().zip(new_rows) {
+        let mut matched = 0u64;
+        let mut changed = 0u64;
+        for (old, new_row) in rows.into_iter().zip(new_rows) {
             matched += 1;
-            if rows_equal(&old.row, &new_row) {
-                continue;
-            }
-            for (i, c) in table.columns.iter().enumerate() {
-                if c.on_update_now && !assigns.iter().any(|(a, _)| *a == i) {
-                    new_row[i] = c.ty.coerce(now.clone(), &c.name)?;
-                }
-            }
-            not_null_check(&table, &new_row)?;
-            update_row(&mut cache, txn, &table, &old, &new_row).await?;
-            changed += 1;
+            let assigned = |i: usize| assigns.iter().any(|(a, _)| *a == i);
+            changed += u64::from(self.write_update(&mut cache, txn, &table, &old, new_row, assigned).await?);
         }
-        Ok(QueryResult::Ok {
-            affected: changed,
-            matched,
-            last_insert_id: 0,
-            warnings: Vec::new(),
-            info: format!("Rows matched: {matched}  Changed: {changed}  Warnings: 0"),
-        })
+        Ok(update_result(matched, changed))
     }
 
     /// Single-table DELETE.
@@ -628,30 +613,15 @@ impl DmlCtx<'_> {
         }
         drop(ctx);
         let mut cache = KeyCache { known: HashMap::new() };
-        let (mut matched, mut changed) = (0u64, 0u64);
-        let now = Value::DateTime(self.session.now);
-        for (t, old, mut new_row) in changes {
+        let mut matched = 0u64;
+        let mut changed = 0u64;
+        for (t, old, new_row) in changes {
             matched += 1;
-            if rows_equal(&old.row, &new_row) {
-                continue;
-            }
-            let table = &targets[t].table;
-            for (i, c) in table.columns.iter().enumerate() {
-                if c.on_update_now && !assigns.iter().any(|(at, ac, _, _)| *at == t && *ac == i) {
-                    new_row[i] = c.ty.coerce(now.clone(), &c.name)?;
-                }
-            }
-            not_null_check(table, &new_row)?;
-            update_row(&mut cache, txn, table, &old, &new_row).await?;
-            changed += 1;
+            let assigned = |i: usize| assigns.iter().any(|(at, ac, _, _)| *at == t && *ac == i);
+            let table = targets[t].table.clone();
+            changed += u64::from(self.write_update(&mut cache, txn, &table, &old, new_row, assigned).await?);
         }
-        Ok(QueryResult::Ok {
-            affected: changed,
-            matched,
-            last_insert_id: 0,
-            warnings: Vec::new(),
-            info: format!("Rows matched: {matched}  Changed: {changed}  Warnings: 0"),
-        })
+        Ok(update_result(matched, changed))
     }
 
     /// DELETE from several joined tables (`DELETE a, b FROM a JOIN b ..`,
@@ -712,6 +682,45 @@ impl DmlCtx<'_> {
             }
         }
         Ok(QueryResult::ok(deleted))
+    }
+}
+
+impl DmlCtx<'_> {
+    /// Writes one updated row unless it is unchanged (returns whether it changed): columns
+    /// with ON UPDATE CURRENT_TIMESTAMP that the statement did not assign get the statement
+    /// time, NOT NULL is checked, and index entries follow the row.
+    async fn write_update(
+        &self,
+        cache: &mut KeyCache,
+        txn: &mut Transaction,
+        table: &TableInfo,
+        old: &TableRow,
+        mut new_row: Row,
+        assigned: impl Fn(usize) -> bool,
+    ) -> Result<bool> {
+        if rows_equal(&old.row, &new_row) {
+            return Ok(false);
+        }
+        let now = Value::DateTime(self.session.now);
+        for (i, c) in table.columns.iter().enumerate() {
+            if c.on_update_now && !assigned(i) {
+                new_row[i] = c.ty.coerce(now.clone(), &c.name)?;
+            }
+        }
+        not_null_check(table, &new_row)?;
+        update_row(cache, txn, table, old, &new_row).await?;
+        Ok(true)
+    }
+}
+
+/// The OK of an UPDATE.
+fn update_result(matched: u64, changed: u64) -> QueryResult {
+    QueryResult::Ok {
+        affected: changed,
+        matched,
+        last_insert_id: 0,
+        warnings: Vec::new(),
+        info: format!("Rows matched: {matched}  Changed: {changed}  Warnings: 0"),
     }
 }
 

@@ -61,6 +61,18 @@ fn err_text(e: &Error) -> String {
     format!("error {}: {e}", e.code().number())
 }
 
+fn key_bytes(keys: &[String]) -> Vec<Vec<u8>> {
+    keys.iter().map(|k| k.as_bytes().to_vec()).collect()
+}
+
+fn show_values(keys: &[String], values: Vec<Option<Vec<u8>>>) -> String {
+    keys.iter()
+        .zip(values)
+        .map(|(k, v)| format!("{k}={}", v.map(|v| text(&v)).unwrap_or_else(|| "None".into())))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 enum Op {
     Get(Vec<String>),
     GetForUpdate(Vec<String>),
@@ -94,24 +106,8 @@ async fn run_op(mut txn: Transaction, op: Op) -> (Option<Transaction>, String) {
     }
     let r: Result<String> = async {
         Ok(match op {
-            Op::Get(keys) => {
-                let kb: Vec<Vec<u8>> = keys.iter().map(|k| k.as_bytes().to_vec()).collect();
-                let vals = txn.batch_get(&kb).await?;
-                keys.iter()
-                    .zip(vals)
-                    .map(|(k, v)| format!("{k}={}", v.map(|v| text(&v)).unwrap_or_else(|| "None".into())))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            }
-            Op::GetForUpdate(keys) => {
-                let kb: Vec<Vec<u8>> = keys.iter().map(|k| k.as_bytes().to_vec()).collect();
-                let vals = txn.lock_and_get(&kb).await?;
-                keys.iter()
-                    .zip(vals)
-                    .map(|(k, v)| format!("{k}={}", v.map(|v| text(&v)).unwrap_or_else(|| "None".into())))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            }
+            Op::Get(keys) => show_values(&keys, txn.batch_get(&key_bytes(&keys)).await?),
+            Op::GetForUpdate(keys) => show_values(&keys, txn.lock_and_get(&key_bytes(&keys)).await?),
             Op::Scan(from, to) => {
                 let rows = txn.scan(from.as_bytes(), to.as_bytes(), usize::MAX).await?;
                 let parts: Vec<String> = rows.iter().map(|(k, v)| format!("{}={}", text(k), text(v))).collect();
