@@ -1,4 +1,6 @@
-//! TPC-C (standard specification 5.11): data and input generators, the transaction mix.
+//! TPC-C (standard specification 5.11): schema, data and input generators, the transaction mix.
 
+pub mod load;
 pub mod mix;
 pub mod random;
+pub mod schema;
