@@ -574,55 +574,10 @@ impl<'a> Binder<'a> {
             (Plan::Dual, Scope::default())
         } else {
             // Bind WHERE against the full scope first, so FROM planning can use it.
-            let mut rels_scope = Scope::default();
-            // A first pass that only builds the scope: relations are planned twice otherwise,
-            // so bind WHERE inside `from` through a closure-free two-step: gather scope now.
-            for twj in &s.from {
-                for r in std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation)) {
-                    rels_scope.columns.extend(self.relation_scope(r)?.columns);
-                }
-            }
-            let mut joins = Vec::new();
-            if has_scalar_subquery(s) {
-                let mut copy = s.clone();
-                let saved_lock = std::mem::replace(&mut self.lock_reads, false);
-                if let Some(w) = copy.selection.as_mut() {
-                    self.decorrelate_in(w, &rels_scope, &mut joins);
-                }
-                let grouped = !matches!(&s.group_by, ast::GroupByExpr::Expressions(v, _) if v.is_empty())
-                    || s.having.is_some()
-                    || s.projection.iter().any(|i| match i {
-                        ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
-                            contains_aggregate(e)
-                        }
-                        _ => false,
-                    });
-                if !grouped {
-                    for item in copy.projection.iter_mut() {
-                        match item {
-                            ast::SelectItem::UnnamedExpr(e) => {
-                                let before = joins.len();
-                                let original = e.clone();
-                                self.decorrelate_in(e, &rels_scope, &mut joins);
-                                if joins.len() != before {
-                                    // Keep the column name the client would see.
-                                    let alias = ast::Ident::new(expr_text(&original));
-                                    *item = ast::SelectItem::ExprWithAlias { expr: e.clone(), alias };
-                                }
-                            }
-                            ast::SelectItem::ExprWithAlias { expr, .. } => {
-                                self.decorrelate_in(expr, &rels_scope, &mut joins)
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-                self.lock_reads = saved_lock;
-                rewritten = Some(copy);
-                if !joins.is_empty() {
-                    s = rewritten.as_ref().unwrap_or(s);
-                }
-            }
+            let mut rels_scope = self.scope_of_from(&s.from)?;
+            let joins;
+            (rewritten, joins) = self.decorrelate_select(s, &rels_scope);
+            s = rewritten.as_ref().unwrap_or(s);
             for j in &joins {
                 rels_scope.columns.extend(j.hidden_columns());
             }
@@ -762,6 +717,16 @@ impl<'a> Binder<'a> {
                 .collect(),
         };
         Ok((plan, out_scope))
+    }
+
+    /// The columns a FROM list produces, by name, without planning it (WHERE is bound
+    /// against this before `from` plans the joins).
+    fn scope_of_from(&mut self, from: &[ast::TableWithJoins]) -> Result<Scope> {
+        let mut scope = Scope::default();
+        for r in from_relations(from) {
+            scope.columns.extend(self.relation_scope(r)?.columns);
+        }
+        Ok(scope)
     }
 
     fn relation_scope(&mut self, f: &ast::TableFactor) -> Result<Scope> {
@@ -1414,27 +1379,9 @@ fn expr_text(e: &ast::Expr) -> String {
     }
 }
 
-/// Whether WHERE or the select list of `s` has a scalar subquery (at any depth).
-fn has_scalar_subquery(s: &ast::Select) -> bool {
-    use sqlparser::ast::Visit;
-    use std::ops::ControlFlow;
-    struct V;
-    impl ast::Visitor for V {
-        type Break = ();
-        fn pre_visit_expr(&mut self, e: &ast::Expr) -> ControlFlow<()> {
-            if matches!(e, ast::Expr::Subquery(_)) {
-                return ControlFlow::Break(());
-            }
-            ControlFlow::Continue(())
-        }
-    }
-    s.selection.as_ref().is_some_and(|w| w.visit(&mut V).is_break())
-        || s.projection.iter().any(|i| match i {
-            ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
-                e.visit(&mut V).is_break()
-            }
-            _ => false,
-        })
+/// The relations of a FROM list, in column order.
+fn from_relations(from: &[ast::TableWithJoins]) -> impl Iterator<Item = &ast::TableFactor> {
+    from.iter().flat_map(|twj| std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation)))
 }
 
 /// Parses one expression (used for USING rewrites).
@@ -1853,16 +1800,14 @@ impl Binder<'_> {
     ) -> Result<(Plan, Scope, Vec<DmlRelation>)> {
         let mut rels = Vec::new();
         let mut rels_scope = Scope::default();
-        for twj in from {
-            for r in std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation)) {
-                // Views of information_schema and CTEs are not base tables.
-                let table = match r {
-                    ast::TableFactor::Table { name, .. } => self.table(name).ok(),
-                    _ => None,
-                };
-                rels.push((rels_scope.columns.len(), table));
-                rels_scope.columns.extend(self.relation_scope(r)?.columns);
-            }
+        for r in from_relations(from) {
+            // Views of information_schema and CTEs are not base tables.
+            let table = match r {
+                ast::TableFactor::Table { name, .. } => self.table(name).ok(),
+                _ => None,
+            };
+            rels.push((rels_scope.columns.len(), table));
+            rels_scope.columns.extend(self.relation_scope(r)?.columns);
         }
         let mut preds = Vec::new();
         if let Some(w) = selection {

@@ -456,22 +456,31 @@ impl Engine {
             let last = last.clone();
             let keys: Vec<Vec<u8>> = batch.into_iter().map(|(k, _)| k).collect();
             let current = txn.lock_and_get(&keys).await?;
+            let mut entries = Vec::with_capacity(keys.len());
             for (k, v) in keys.iter().zip(current) {
                 let Some(v) = v else { continue };
                 let (row, _) = decode_row(table, &v)?;
-                let handle = handle_from_row_key(table, k).to_vec();
-                let (ik, iv) = index_entry(table, index, &row, &handle);
-                if is_unique_entry(index, &row) {
-                    let existing = txn.lock_and_get(std::slice::from_ref(&ik)).await?.pop().flatten();
-                    if existing.is_some_and(|e| e != iv) {
-                        let vals: Vec<String> = index.columns.iter().map(|c| row[*c].to_display()).collect();
-                        let _ = txn.rollback().await;
-                        return Err(Error::user(
-                            Code::DupEntry,
-                            format!("Duplicate entry '{}' for key '{}.{}'", vals.join("-"), table.name, index.name),
-                        ));
-                    }
+                let (ik, iv) = index_entry(table, index, &row, handle_from_row_key(table, k));
+                entries.push((is_unique_entry(index, &row).then_some(row), ik, iv));
+            }
+            // Unique entries are checked in one locking read per batch: an existing entry
+            // for another row is a duplicate (ours may already be there from a writer).
+            let unique_keys: Vec<Vec<u8>> = entries.iter().filter(|e| e.0.is_some()).map(|e| e.1.clone()).collect();
+            let existing = txn.lock_and_get(&unique_keys).await?;
+            let unique_entries = entries.iter().filter_map(|(row, ik, iv)| row.as_ref().map(|r| (r, ik, iv)));
+            let mut seen = std::collections::HashSet::new();
+            for ((row, ik, iv), found) in unique_entries.zip(&existing) {
+                // Two rows of this batch with the same unique values collide with each other.
+                if !seen.insert(ik) || found.as_ref().is_some_and(|e| e != iv) {
+                    let vals: Vec<String> = index.columns.iter().map(|c| row[*c].to_display()).collect();
+                    let _ = txn.rollback().await;
+                    return Err(Error::user(
+                        Code::DupEntry,
+                        format!("Duplicate entry '{}' for key '{}.{}'", vals.join("-"), table.name, index.name),
+                    ));
                 }
+            }
+            for (_, ik, iv) in entries {
                 txn.put(ik, iv);
             }
             txn.commit().await?;

@@ -30,7 +30,7 @@ use std::ops::ControlFlow;
 
 use sqlparser::ast::{self, Visit, VisitMut};
 
-use super::{conjuncts_ast, lower, parse_expr, Binder, Scope, ScopeColumn};
+use super::{conjuncts_ast, contains_aggregate, expr_text, lower, parse_expr, Binder, Scope, ScopeColumn};
 use crate::expr::{BinOp, Expr};
 use crate::plan::{Access, JoinKind, OutputColumn, Plan};
 
@@ -81,6 +81,55 @@ impl Decorrelated {
 }
 
 impl Binder<'_> {
+    /// Decorrelates the scalar subqueries of a SELECT's WHERE and, when the query does not
+    /// aggregate, of its select list. Returns the rewritten SELECT (None when nothing was
+    /// rewritten) and the joins its hidden columns come from. `scope` is the FROM scope.
+    pub(super) fn decorrelate_select(
+        &mut self,
+        s: &ast::Select,
+        scope: &Scope,
+    ) -> (Option<ast::Select>, Vec<Decorrelated>) {
+        let mut joins = Vec::new();
+        if !has_scalar_subquery(s) {
+            return (None, joins);
+        }
+        let mut copy = s.clone();
+        // The derived tables are read, never locked, as per-row subqueries are.
+        let saved_lock = std::mem::replace(&mut self.lock_reads, false);
+        if let Some(w) = copy.selection.as_mut() {
+            self.decorrelate_in(w, scope, &mut joins);
+        }
+        let grouped = !matches!(&s.group_by, ast::GroupByExpr::Expressions(v, _) if v.is_empty())
+            || s.having.is_some()
+            || s.projection.iter().any(|i| match i {
+                ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
+                    contains_aggregate(e)
+                }
+                _ => false,
+            });
+        if !grouped {
+            for item in copy.projection.iter_mut() {
+                match item {
+                    ast::SelectItem::UnnamedExpr(e) => {
+                        let before = joins.len();
+                        let original = e.clone();
+                        self.decorrelate_in(e, scope, &mut joins);
+                        if joins.len() != before {
+                            // Keep the column name the client would see.
+                            let alias = ast::Ident::new(expr_text(&original));
+                            *item = ast::SelectItem::ExprWithAlias { expr: e.clone(), alias };
+                        }
+                    }
+                    ast::SelectItem::ExprWithAlias { expr, .. } => self.decorrelate_in(expr, scope, &mut joins),
+                    _ => {}
+                }
+            }
+        }
+        self.lock_reads = saved_lock;
+        let rewritten = if joins.is_empty() { None } else { Some(copy) };
+        (rewritten, joins)
+    }
+
     /// Rewrites the decorrelatable scalar subqueries directly inside `e` (not those nested in
     /// other subqueries) into references to hidden columns, collecting their plans. `scope` is
     /// the FROM scope of the query `e` belongs to.
@@ -162,12 +211,7 @@ impl Binder<'_> {
 
         // Classify the WHERE conjuncts: local ones stay, correlated ones must be
         // `inner = outer` equalities and become the join keys.
-        let mut inner_scope = Scope::default();
-        for twj in &s.from {
-            for r in std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation)) {
-                inner_scope.columns.extend(self.relation_scope(r).ok()?.columns);
-            }
-        }
+        let inner_scope = self.scope_of_from(&s.from).ok()?;
         let mut parts = Vec::new();
         conjuncts_ast(selection, &mut parts);
         let mut local: Vec<ast::Expr> = Vec::new();
@@ -238,6 +282,29 @@ impl Binder<'_> {
         let meta = gscope.columns.last()?.meta.clone();
         Some((Decorrelated { plan, outer_keys, name: name.to_string(), meta }, fname == "count"))
     }
+}
+
+/// Whether WHERE or the select list of `s` has a scalar subquery (at any depth).
+fn has_scalar_subquery(s: &ast::Select) -> bool {
+    use sqlparser::ast::Visit;
+    use std::ops::ControlFlow;
+    struct V;
+    impl ast::Visitor for V {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &ast::Expr) -> ControlFlow<()> {
+            if matches!(e, ast::Expr::Subquery(_)) {
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    s.selection.as_ref().is_some_and(|w| w.visit(&mut V).is_break())
+        || s.projection.iter().any(|i| match i {
+            ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
+                e.visit(&mut V).is_break()
+            }
+            _ => false,
+        })
 }
 
 /// Number of queries in `q`, itself included (1 means no subqueries or derived tables).
