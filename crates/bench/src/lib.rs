@@ -1,3 +1,7 @@
 //! `strata bench`: TPC-C and TPC-H drivers that measure Strata or any MySQL-compatible server.
 
+pub mod cli;
+pub mod conn;
+pub mod progress;
+pub mod stats;
 pub mod tpcc;

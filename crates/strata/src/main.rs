@@ -1,5 +1,6 @@
 //! The `strata` binary. `strata server` runs the embedded single node: RocksDB storage,
-//! Percolator MVCC, the SQL engine and the MySQL protocol in one process.
+//! Percolator MVCC, the SQL engine and the MySQL protocol in one process. `strata bench`
+//! drives TPC-C against it or any other MySQL-compatible server.
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -28,6 +29,11 @@ struct Cli {
 enum Command {
     /// Runs the embedded single-node server.
     Server(ServerArgs),
+    /// Benchmarks Strata or any MySQL-compatible server (TPC-C).
+    Bench {
+        #[command(subcommand)]
+        command: strata_bench::cli::BenchCommand,
+    },
 }
 
 #[derive(clap::Args)]
@@ -65,6 +71,14 @@ fn main() -> Result<()> {
             // Statements still running on other connections are abandoned: everything they
             // could have committed is already durable.
             rt.shutdown_timeout(Duration::from_secs(2));
+            r
+        }
+        Command::Bench { command } => {
+            // One thread: terminals are I/O bound, and waking tasks across threads adds
+            // latency to every statement's round trip.
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let r = rt.block_on(strata_bench::cli::run(command));
+            rt.shutdown_timeout(Duration::from_secs(1));
             r
         }
     }

@@ -21,6 +21,12 @@ pub const ORDERS: u32 = 3_000;
 /// The first undelivered order of a district (orders from here on have a NEW-ORDER row).
 pub const FIRST_NEW_ORDER: u32 = 2_101;
 
+/// The NURand constants the loader uses. They are fixed (from a fixed seed) so that a later
+/// `run`, in another process, knows the C_LAST it must keep its distance from (2.1.6.1).
+pub fn constants() -> Constants {
+    Constants::for_load(&mut <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(0x7470_6363))
+}
+
 /// One column value of a generated row.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Lit {

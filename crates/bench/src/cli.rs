@@ -1,0 +1,174 @@
+//! The `strata bench` command line: `tpcc prepare|run|check|cleanup`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use clap::{Args, Subcommand};
+
+use crate::conn::{Protocol, Target};
+use crate::tpcc;
+
+/// `strata bench ...`.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// TPC-C: an order-entry OLTP workload (tpmC).
+    Tpcc {
+        #[command(subcommand)]
+        /// What to do.
+        command: TpccCommand,
+    },
+}
+
+/// `strata bench tpcc ...`.
+#[derive(Debug, Subcommand)]
+pub enum TpccCommand {
+    /// Creates the tables and loads the initial population.
+    Prepare(TpccPrepare),
+    /// Runs the transaction mix and reports tpmC and latencies.
+    Run(TpccRun),
+    /// Verifies the consistency conditions (3.3.2.1–3.3.2.12).
+    Check(TpccTarget),
+    /// Drops the tables.
+    Cleanup(TpccTarget),
+}
+
+/// Connection options only.
+#[derive(Debug, Args)]
+pub struct TpccTarget {
+    #[command(flatten)]
+    /// The server.
+    pub target: Target,
+}
+
+/// `tpcc prepare`.
+#[derive(Debug, Args)]
+pub struct TpccPrepare {
+    #[command(flatten)]
+    /// The server.
+    pub target: Target,
+    /// Warehouses to load (about 500k rows, 70 MB each).
+    #[arg(long, short = 'w', default_value_t = 1)]
+    pub warehouses: u32,
+    /// Connections loading in parallel.
+    #[arg(long, short = 'T', default_value_t = 4)]
+    pub threads: usize,
+}
+
+/// `tpcc run`.
+#[derive(Debug, Args)]
+pub struct TpccRun {
+    #[command(flatten)]
+    /// The server.
+    pub target: Target,
+    /// Warehouses to use (default: all loaded).
+    #[arg(long, short = 'w')]
+    pub warehouses: Option<u32>,
+    /// Terminals (connections).
+    #[arg(long, short = 'T', default_value_t = 8)]
+    pub threads: usize,
+    /// Measured duration: `90s`, `5m`, `1h`.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub time: Duration,
+    /// Unmeasured warmup before it.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub warmup: Duration,
+    /// Seconds between interval reports.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Use the spec's keying and think times (a terminal then does ~1 transaction per 20 s).
+    #[arg(long)]
+    pub think_time: bool,
+    /// Send statements as text queries instead of server-side prepared statements.
+    #[arg(long)]
+    pub text: bool,
+    /// Retries of a transaction after a deadlock, lock wait timeout or write conflict.
+    #[arg(long, default_value_t = 3)]
+    pub max_retries: u32,
+    /// The system's name in reports (default: the server's version).
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Parses `250ms`, `30s`, `5m`, `2h` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("invalid duration unit in {s:?} (use ms, s, m or h)")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("invalid duration {s:?}"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+const TPCC_DB: &str = "tpcc";
+
+/// Runs a `strata bench` command.
+pub async fn run(cmd: BenchCommand) -> Result<()> {
+    match cmd {
+        BenchCommand::Tpcc { command } => match command {
+            TpccCommand::Prepare(a) => {
+                tpcc::prepare::prepare(&a.target, &a.target.db_or(TPCC_DB), a.warehouses, a.threads).await?;
+            }
+            TpccCommand::Run(a) => {
+                if a.interval.is_zero() {
+                    bail!("--interval must be positive");
+                }
+                let opts = tpcc::run::RunOptions {
+                    warehouses: a.warehouses,
+                    threads: a.threads,
+                    time: a.time,
+                    warmup: a.warmup,
+                    interval: a.interval,
+                    think_time: a.think_time,
+                    protocol: if a.text { Protocol::Text } else { Protocol::Binary },
+                    max_retries: a.max_retries,
+                    label: a.label,
+                    json: a.json,
+                };
+                tpcc::run::run(&a.target, &a.target.db_or(TPCC_DB), opts).await?;
+            }
+            TpccCommand::Check(a) => {
+                let findings = tpcc::check::check(&a.target, &a.target.db_or(TPCC_DB)).await?;
+                let failed: Vec<&str> = {
+                    let mut v: Vec<&str> = findings.iter().filter(|f| !f.passed()).map(|f| f.clause).collect();
+                    v.dedup();
+                    v
+                };
+                if !failed.is_empty() {
+                    bail!("consistency check failed: {}", failed.join(", "));
+                }
+            }
+            TpccCommand::Cleanup(a) => tpcc::prepare::cleanup(&a.target, &a.target.db_or(TPCC_DB)).await?,
+        },
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("x").is_err());
+    }
+}
