@@ -1,4 +1,5 @@
-//! The `strata bench` command line: `tpcc prepare|run|check|cleanup`.
+//! The `strata bench` command line: `tpcc prepare|run|check|cleanup` and
+//! `tpch prepare|run|check|cleanup|dbgen`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use clap::{Args, Subcommand};
 
 use crate::conn::{Protocol, Target};
 use crate::tpcc;
+use crate::tpch;
 
 /// `strata bench ...`.
 #[derive(Debug, Subcommand)]
@@ -18,6 +20,81 @@ pub enum BenchCommand {
         /// What to do.
         command: TpccCommand,
     },
+    /// TPC-H: 22 decision-support queries over generated data.
+    Tpch {
+        #[command(subcommand)]
+        /// What to do.
+        command: TpchCommand,
+    },
+}
+
+/// `strata bench tpch ...`.
+#[derive(Debug, Subcommand)]
+pub enum TpchCommand {
+    /// Creates the tables and loads data generated at a scale factor.
+    Prepare(TpchPrepare),
+    /// Runs the queries and reports their times.
+    Run(TpchRun),
+    /// Runs the queries once and compares each result with the reference answer.
+    Check(TpchRun),
+    /// Drops the tables.
+    Cleanup(TpccTarget),
+    /// Writes the generated data as `|`-separated `<table>.tbl` files (for reference engines).
+    Dbgen(TpchDbgen),
+}
+
+/// `tpch prepare`.
+#[derive(Debug, Args)]
+pub struct TpchPrepare {
+    #[command(flatten)]
+    /// The server.
+    pub target: Target,
+    /// Scale factor (1 is about 1 GB, 8.7M rows).
+    #[arg(long, default_value_t = 0.1)]
+    pub sf: f64,
+    /// Connections loading in parallel.
+    #[arg(long, short = 'T', default_value_t = 4)]
+    pub threads: usize,
+}
+
+/// `tpch run` / `tpch check`.
+#[derive(Debug, Args)]
+pub struct TpchRun {
+    #[command(flatten)]
+    /// The server.
+    pub target: Target,
+    /// Scale factor of the loaded data (default: worked out from the supplier count).
+    #[arg(long)]
+    pub sf: Option<f64>,
+    /// Queries to run: `1,3,5-7` (default: all 22).
+    #[arg(long, default_value = "1-22")]
+    pub queries: String,
+    /// Runs per query.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+    /// Limit per query run.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Directory holding `sf<N>/qNN.tsv` reference answers.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/tpch/answers"))]
+    pub answers: PathBuf,
+    /// The system's name in reports (default: the server's version).
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// `tpch dbgen`.
+#[derive(Debug, Args)]
+pub struct TpchDbgen {
+    /// Scale factor.
+    #[arg(long, default_value_t = 0.1)]
+    pub sf: f64,
+    /// Output directory.
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 /// `strata bench tpcc ...`.
@@ -115,6 +192,38 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 const TPCC_DB: &str = "tpcc";
+const TPCH_DB: &str = "tpch";
+
+async fn tpch_run(a: TpchRun, check: bool) -> Result<()> {
+    let db = a.target.db_or(TPCH_DB);
+    let sf = match a.sf {
+        Some(sf) => sf,
+        None => tpch::detect_sf(&a.target, &db).await?,
+    };
+    let opts = tpch::run::RunOptions {
+        sf,
+        queries: tpch::queries::parse_list(&a.queries).map_err(anyhow::Error::msg)?,
+        repeat: if check { 1 } else { a.repeat.max(1) },
+        timeout: a.timeout,
+        check,
+        answers: a.answers,
+        label: a.label,
+        json: a.json,
+    };
+    let report = tpch::run::run(&a.target, &db, opts).await?;
+    if check {
+        let failed: Vec<String> = report
+            .queries
+            .iter()
+            .filter(|q| q.check.as_deref() != Some("pass"))
+            .map(|q| format!("Q{}", q.query))
+            .collect();
+        if !failed.is_empty() {
+            bail!("{} of {} queries do not match: {}", failed.len(), report.queries.len(), failed.join(", "));
+        }
+    }
+    Ok(())
+}
 
 /// Runs a `strata bench` command.
 pub async fn run(cmd: BenchCommand) -> Result<()> {
@@ -153,6 +262,15 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
                 }
             }
             TpccCommand::Cleanup(a) => tpcc::prepare::cleanup(&a.target, &a.target.db_or(TPCC_DB)).await?,
+        },
+        BenchCommand::Tpch { command } => match command {
+            TpchCommand::Prepare(a) => {
+                tpch::prepare::prepare(&a.target, &a.target.db_or(TPCH_DB), a.sf, a.threads).await?
+            }
+            TpchCommand::Run(a) => tpch_run(a, false).await?,
+            TpchCommand::Check(a) => tpch_run(a, true).await?,
+            TpchCommand::Cleanup(a) => tpch::prepare::cleanup(&a.target, &a.target.db_or(TPCH_DB)).await?,
+            TpchCommand::Dbgen(a) => tpch::prepare::dbgen(a.sf, &a.out)?,
         },
     }
     Ok(())

@@ -5,3 +5,4 @@ pub mod conn;
 pub mod progress;
 pub mod stats;
 pub mod tpcc;
+pub mod tpch;

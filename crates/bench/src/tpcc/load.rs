@@ -62,6 +62,11 @@ fn s(v: String) -> Lit {
     Lit::Str(v)
 }
 
+/// A string literal: single quotes, with quotes doubled and backslashes escaped.
+pub fn quote(t: &str) -> String {
+    format!("'{}'", t.replace('\\', "\\\\").replace('\'', "''"))
+}
+
 /// Renders rows as the VALUES list of an INSERT: `(1,'a',NULL),(2,'b',3.50)`.
 pub fn values_sql(rows: &[Row]) -> String {
     let mut out = String::with_capacity(rows.len() * 64);
@@ -77,11 +82,7 @@ pub fn values_sql(rows: &[Row]) -> String {
             match v {
                 Lit::Int(n) => out.push_str(&n.to_string()),
                 Lit::Num(t) => out.push_str(t),
-                Lit::Str(t) | Lit::DateTime(t) => {
-                    out.push('\'');
-                    out.push_str(&t.replace('\\', "\\\\").replace('\'', "''"));
-                    out.push('\'');
-                }
+                Lit::Str(t) | Lit::DateTime(t) => out.push_str(&quote(t)),
                 Lit::Null => out.push_str("NULL"),
             }
         }

@@ -1,0 +1,167 @@
+//! `tpch prepare`: creates the tables and loads data generated at `--sf` through the server in
+//! multi-row INSERTs, `threads` connections at a time, then runs ANALYZE TABLE; `dbgen`
+//! writes the same data as `|`-separated files (for loading into reference engines).
+
+use std::collections::VecDeque;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{bail, Context, Result};
+use mysql_async::prelude::Queryable;
+
+use super::gen::{push_values_row, row_count, tbl_lines};
+use super::schema::{CREATE, TABLES};
+use crate::conn::{describe, Target};
+use crate::progress::Progress;
+use crate::tpcc::prepare::quote_ident;
+
+/// Rows per load unit.
+const UNIT_ROWS: u64 = 60_000;
+/// Most rows per INSERT.
+const BATCH_ROWS: usize = 2_000;
+/// Most bytes per INSERT.
+const BATCH_BYTES: usize = 1 << 20;
+
+fn units(sf: f64) -> VecDeque<(&'static str, i32, i32)> {
+    let mut out = VecDeque::new();
+    // Big tables first so the small ones fill in at the end.
+    for table in TABLES.iter().rev() {
+        let parts = (row_count(table, sf) / UNIT_ROWS).max(1) as i32;
+        for p in 1..=parts {
+            out.push_back((*table, p, parts));
+        }
+    }
+    out
+}
+
+/// Creates database `db` with the TPC-H tables and loads scale factor `sf`.
+pub async fn prepare(target: &Target, db: &str, sf: f64, threads: usize) -> Result<()> {
+    if !(sf > 0.0 && sf <= 1000.0) {
+        bail!("--sf must be between 0 and 1000");
+    }
+    let mut admin = target.connect(None).await.with_context(|| format!("cannot connect to {}", target.addr()))?;
+    admin
+        .query_drop(format!("CREATE DATABASE IF NOT EXISTS {}", quote_ident(db)))
+        .await
+        .map_err(|e| anyhow::anyhow!("CREATE DATABASE {db}: {}", describe(&e)))?;
+    drop(admin);
+    let mut conn = target.connect(Some(db)).await?;
+    for ddl in CREATE {
+        conn.query_drop(ddl)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}: {}", ddl.lines().next().unwrap_or(ddl), describe(&e)))?;
+    }
+    let existing: Option<i64> = conn
+        .query_first("SELECT COUNT(*) FROM region")
+        .await
+        .map_err(|e| anyhow::anyhow!("counting regions: {}", describe(&e)))?;
+    if existing.unwrap_or(0) > 0 {
+        bail!("database {db} already holds TPC-H data; run `strata bench tpch cleanup` first");
+    }
+    let expected: u64 = TABLES.iter().map(|t| row_count(t, sf)).sum();
+    let progress = Progress::new(&format!("tpch sf {sf} load"), expected);
+    let drawer = progress.spawn_drawer();
+    let queue = Arc::new(Mutex::new(units(sf)));
+    let mut tasks = Vec::new();
+    for _ in 0..threads.max(1) {
+        let (queue, progress, target, db) = (queue.clone(), progress.clone(), target.clone(), db.to_string());
+        tasks.push(tokio::spawn(async move {
+            let mut conn = target.connect(Some(&db)).await.map_err(|e| anyhow::anyhow!("connect: {}", describe(&e)))?;
+            loop {
+                let next = queue.lock().expect("queue lock").pop_front();
+                let Some((table, part, parts)) = next else { break };
+                let mut lines = tbl_lines(table, sf, part, parts).peekable();
+                while lines.peek().is_some() {
+                    let mut sql = format!("INSERT INTO {table} VALUES ");
+                    let mut n = 0;
+                    for line in lines.by_ref() {
+                        if n > 0 {
+                            sql.push(',');
+                        }
+                        push_values_row(&mut sql, table, &line);
+                        n += 1;
+                        if n >= BATCH_ROWS || sql.len() >= BATCH_BYTES {
+                            break;
+                        }
+                    }
+                    if let Err(e) = conn.query_drop(sql).await {
+                        queue.lock().expect("queue lock").clear();
+                        bail!("loading {table}: {}", describe(&e));
+                    }
+                    progress.add(n as u64);
+                }
+            }
+            Ok::<(), anyhow::Error>(())
+        }));
+    }
+    let mut first_error = None;
+    for t in tasks {
+        if let Err(e) = t.await.map_err(|e| anyhow::anyhow!("loader panicked: {e}")).and_then(|r| r) {
+            first_error.get_or_insert(e);
+        }
+    }
+    progress.finish();
+    let _ = drawer.join();
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    for table in TABLES {
+        if let Err(e) = conn.query_drop(format!("ANALYZE TABLE {table}")).await {
+            eprintln!("warning: ANALYZE TABLE {table}: {}", describe(&e));
+        }
+    }
+    let secs = progress.elapsed().as_secs_f64();
+    writeln!(
+        std::io::stdout(),
+        "loaded TPC-H sf {sf}: {} rows in {secs:.1} s ({:.0} rows/s)",
+        progress.done(),
+        progress.done() as f64 / secs.max(1e-3)
+    )?;
+    Ok(())
+}
+
+/// Drops the TPC-H tables of `db`.
+pub async fn cleanup(target: &Target, db: &str) -> Result<()> {
+    let mut conn = target.connect(Some(db)).await.with_context(|| format!("cannot connect to {}", target.addr()))?;
+    for table in TABLES.iter().rev() {
+        conn.query_drop(format!("DROP TABLE IF EXISTS {table}"))
+            .await
+            .map_err(|e| anyhow::anyhow!("DROP TABLE {table}: {}", describe(&e)))?;
+    }
+    writeln!(std::io::stdout(), "dropped the TPC-H tables of {db}")?;
+    Ok(())
+}
+
+/// Writes `<table>.tbl` files (fields separated by `|`, no trailing separator) for `sf`.
+pub fn dbgen(sf: f64, out: &Path) -> Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    for table in TABLES {
+        let path = out.join(format!("{table}.tbl"));
+        let mut w =
+            BufWriter::new(std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?);
+        for line in tbl_lines(table, sf, 1, 1) {
+            writeln!(w, "{}", line.strip_suffix('|').unwrap_or(&line))?;
+        }
+        w.flush()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_cover_each_table_in_parts() {
+        let u = units(0.1);
+        for t in TABLES {
+            let parts: Vec<_> = u.iter().filter(|x| x.0 == t).collect();
+            let n = parts[0].2;
+            assert_eq!(parts.len() as i32, n, "{t}");
+            assert!(parts.iter().enumerate().all(|(i, p)| p.1 == i as i32 + 1));
+        }
+        assert_eq!(u.iter().filter(|x| x.0 == "region").count(), 1);
+        assert!(u.iter().filter(|x| x.0 == "lineitem").count() >= 10);
+    }
+}
