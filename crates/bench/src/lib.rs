@@ -2,6 +2,7 @@
 
 pub mod cli;
 pub mod conn;
+pub mod loader;
 pub mod progress;
 pub mod stats;
 pub mod tpcc;

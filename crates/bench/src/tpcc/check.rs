@@ -12,7 +12,7 @@
 
 use std::io::Write;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use mysql_async::prelude::Queryable;
 use mysql_async::Params;
 
@@ -155,12 +155,8 @@ impl Finding {
 /// Checks every condition on every warehouse; prints one line per condition and returns
 /// every finding (the caller decides the exit status).
 pub async fn check(target: &Target, db: &str) -> Result<Vec<Finding>> {
-    let mut conn = target.connect(Some(db)).await.with_context(|| format!("cannot connect to {}", target.addr()))?;
-    let warehouses: Option<i64> = conn
-        .query_first("SELECT COUNT(*) FROM warehouse")
-        .await
-        .map_err(|e| anyhow::anyhow!("reading the warehouses of {db}: {}", describe(&e)))?;
-    let warehouses = warehouses.unwrap_or(0) as u32;
+    let (mut conn, warehouses) = crate::loader::open_loaded(target, db, "warehouse", "tpcc").await?;
+    let warehouses = warehouses as u32;
     let mut findings = Vec::new();
     let mut out = std::io::stdout();
     for cond in &CONDITIONS {

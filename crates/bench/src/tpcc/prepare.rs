@@ -7,9 +7,8 @@
 
 use std::collections::VecDeque;
 use std::io::Write;
-use std::sync::{Arc, Mutex};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 use rand::rngs::StdRng;
@@ -18,6 +17,7 @@ use rand::SeedableRng;
 use super::load::{self, Row, CUSTOMERS, DISTRICTS, FIRST_NEW_ORDER, ITEMS, ORDERS};
 use super::schema;
 use crate::conn::{describe, Target};
+use crate::loader::{self, Schema};
 use crate::progress::Progress;
 
 /// A slice of the load one connection does at a time.
@@ -126,10 +126,9 @@ pub struct PrepareReport {
     pub secs: f64,
 }
 
-/// Quotes an identifier with backticks.
-pub fn quote_ident(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
-}
+/// The TPC-C tables, for the shared loader.
+pub const SCHEMA: Schema =
+    Schema { benchmark: "tpcc", tables: &schema::TABLES, create: &schema::CREATE, probe: "warehouse" };
 
 /// Creates database `db` and the TPC-C tables, and loads `warehouses` warehouses with
 /// `threads` connections.
@@ -137,67 +136,22 @@ pub async fn prepare(target: &Target, db: &str, warehouses: u32, threads: usize)
     if warehouses == 0 {
         bail!("--warehouses must be at least 1");
     }
-    let mut admin = target.connect(None).await.with_context(|| format!("cannot connect to {}", target.addr()))?;
-    admin
-        .query_drop(format!("CREATE DATABASE IF NOT EXISTS {}", quote_ident(db)))
-        .await
-        .map_err(|e| anyhow::anyhow!("CREATE DATABASE {db}: {}", describe(&e)))?;
-    drop(admin);
-    let mut conn = target.connect(Some(db)).await?;
-    for ddl in schema::CREATE {
-        conn.query_drop(ddl).await.map_err(|e| anyhow::anyhow!("{}: {}", first_line(ddl), describe(&e)))?;
-    }
-    let existing: Option<i64> = conn
-        .query_first("SELECT COUNT(*) FROM warehouse")
-        .await
-        .map_err(|e| anyhow::anyhow!("counting warehouses: {}", describe(&e)))?;
-    if existing.unwrap_or(0) > 0 {
-        bail!("database {db} already holds TPC-C data; run `strata bench tpcc cleanup` first");
-    }
-
-    let queue = Arc::new(Mutex::new(units(warehouses)));
+    let mut conn = loader::create(target, db, &SCHEMA).await?;
     let progress = Progress::new("tpcc load", expected_rows(warehouses));
-    let drawer = progress.spawn_drawer();
     let now = chrono::Local::now().format("%Y-%m-%d %H:%M:%S").to_string();
-    let mut tasks = Vec::new();
-    for _ in 0..threads.max(1) {
-        let (queue, progress, target, db, now) =
-            (queue.clone(), progress.clone(), target.clone(), db.to_string(), now.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut conn = target.connect(Some(&db)).await.map_err(|e| anyhow::anyhow!("connect: {}", describe(&e)))?;
-            loop {
-                let next = queue.lock().expect("queue lock").pop_front();
-                let Some(unit) = next else { break };
-                if let Err(e) = load_unit(&mut conn, unit, &now, &progress).await {
-                    // Stop the other loaders: the load is incomplete either way.
-                    queue.lock().expect("queue lock").clear();
-                    return Err(e);
-                }
-            }
-            Ok::<(), anyhow::Error>(())
-        }));
-    }
-    let mut first_error = None;
-    for t in tasks {
-        let r = t.await.map_err(|e| anyhow::anyhow!("loader panicked: {e}")).and_then(|r| r);
-        if let Err(e) = r {
-            first_error.get_or_insert(e);
+    let p = progress.clone();
+    loader::run_units(target, db, threads, units(warehouses), &progress, move |mut conn, unit| {
+        let (now, p) = (now.clone(), p.clone());
+        async move {
+            let r = load_unit(&mut conn, unit, &now, &p).await;
+            (conn, r)
         }
-    }
-    progress.finish();
-    let _ = drawer.join();
-    if let Some(e) = first_error {
-        return Err(e);
-    }
+    })
+    .await?;
     let report = PrepareReport { rows: progress.done(), secs: progress.elapsed().as_secs_f64() };
-    for table in schema::TABLES {
-        if let Err(e) = conn.query_drop(format!("ANALYZE TABLE {table}")).await {
-            eprintln!("warning: ANALYZE TABLE {table}: {}", describe(&e));
-        }
-    }
-    let mut out = std::io::stdout().lock();
+    loader::analyze(&mut conn, &schema::TABLES).await;
     writeln!(
-        out,
+        std::io::stdout().lock(),
         "loaded {} warehouses: {} rows in {:.1} s ({:.0} rows/s)",
         warehouses,
         report.rows,
@@ -207,20 +161,9 @@ pub async fn prepare(target: &Target, db: &str, warehouses: u32, threads: usize)
     Ok(report)
 }
 
-fn first_line(sql: &str) -> &str {
-    sql.lines().next().unwrap_or(sql).trim_end_matches('(').trim()
-}
-
 /// Drops the TPC-C tables of `db`.
 pub async fn cleanup(target: &Target, db: &str) -> Result<()> {
-    let mut conn = target.connect(Some(db)).await.with_context(|| format!("cannot connect to {}", target.addr()))?;
-    for table in schema::TABLES.iter().rev() {
-        conn.query_drop(format!("DROP TABLE IF EXISTS {table}"))
-            .await
-            .map_err(|e| anyhow::anyhow!("DROP TABLE {table}: {}", describe(&e)))?;
-    }
-    writeln!(std::io::stdout().lock(), "dropped the TPC-C tables of {db}")?;
-    Ok(())
+    loader::drop_tables(target, db, &SCHEMA).await
 }
 
 #[cfg(test)]

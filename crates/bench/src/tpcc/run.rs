@@ -226,15 +226,8 @@ const HEADER: &str = "kind             count       tps   avg ms   p50 ms   p95 m
 
 /// Runs the workload against `db` and returns (and prints) the results.
 pub async fn run(target: &Target, db: &str, opts: RunOptions) -> Result<TpccReport> {
-    let mut conn = target.connect(Some(db)).await.with_context(|| format!("cannot connect to {}", target.addr()))?;
-    let loaded: Option<i64> = conn
-        .query_first("SELECT COUNT(*) FROM warehouse")
-        .await
-        .map_err(|e| anyhow::anyhow!("reading the warehouses of {db}: {} (run prepare first)", describe(&e)))?;
-    let loaded = loaded.unwrap_or(0) as u32;
-    if loaded == 0 {
-        bail!("database {db} has no warehouses; run `strata bench tpcc prepare` first");
-    }
+    let (mut conn, loaded) = crate::loader::open_loaded(target, db, "warehouse", "tpcc").await?;
+    let loaded = loaded as u32;
     let warehouses = opts.warehouses.unwrap_or(loaded);
     if warehouses > loaded {
         bail!("--warehouses {warehouses} but the database holds {loaded}");

@@ -5,16 +5,16 @@
 use std::collections::VecDeque;
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
 use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
 
 use super::gen::{push_values_row, row_count, tbl_lines};
 use super::schema::{CREATE, TABLES};
 use crate::conn::{describe, Target};
+use crate::loader::{self, Schema};
 use crate::progress::Progress;
-use crate::tpcc::prepare::quote_ident;
 
 /// Rows per load unit.
 const UNIT_ROWS: u64 = 60_000;
@@ -35,82 +35,50 @@ fn units(sf: f64) -> VecDeque<(&'static str, i32, i32)> {
     out
 }
 
+/// The TPC-H tables, for the shared loader.
+pub const SCHEMA: Schema = Schema { benchmark: "tpch", tables: &TABLES, create: &CREATE, probe: "region" };
+
+/// Inserts part `part` of `parts` of `table` in batches of [`BATCH_ROWS`] rows or
+/// [`BATCH_BYTES`] bytes.
+async fn load_part(conn: &mut Conn, table: &str, sf: f64, part: i32, parts: i32, progress: &Progress) -> Result<()> {
+    let mut lines = tbl_lines(table, sf, part, parts).peekable();
+    while lines.peek().is_some() {
+        let mut sql = format!("INSERT INTO {table} VALUES ");
+        let mut n = 0;
+        for line in lines.by_ref() {
+            if n > 0 {
+                sql.push(',');
+            }
+            push_values_row(&mut sql, table, &line);
+            n += 1;
+            if n >= BATCH_ROWS || sql.len() >= BATCH_BYTES {
+                break;
+            }
+        }
+        conn.query_drop(sql).await.map_err(|e| anyhow::anyhow!("loading {table}: {}", describe(&e)))?;
+        progress.add(n as u64);
+    }
+    Ok(())
+}
+
 /// Creates database `db` with the TPC-H tables and loads scale factor `sf`.
 pub async fn prepare(target: &Target, db: &str, sf: f64, threads: usize) -> Result<()> {
     if !(sf > 0.0 && sf <= 1000.0) {
         bail!("--sf must be between 0 and 1000");
     }
-    let mut admin = target.connect(None).await.with_context(|| format!("cannot connect to {}", target.addr()))?;
-    admin
-        .query_drop(format!("CREATE DATABASE IF NOT EXISTS {}", quote_ident(db)))
-        .await
-        .map_err(|e| anyhow::anyhow!("CREATE DATABASE {db}: {}", describe(&e)))?;
-    drop(admin);
-    let mut conn = target.connect(Some(db)).await?;
-    for ddl in CREATE {
-        conn.query_drop(ddl)
-            .await
-            .map_err(|e| anyhow::anyhow!("{}: {}", ddl.lines().next().unwrap_or(ddl), describe(&e)))?;
-    }
-    let existing: Option<i64> = conn
-        .query_first("SELECT COUNT(*) FROM region")
-        .await
-        .map_err(|e| anyhow::anyhow!("counting regions: {}", describe(&e)))?;
-    if existing.unwrap_or(0) > 0 {
-        bail!("database {db} already holds TPC-H data; run `strata bench tpch cleanup` first");
-    }
+    let mut conn = loader::create(target, db, &SCHEMA).await?;
     let expected: u64 = TABLES.iter().map(|t| row_count(t, sf)).sum();
     let progress = Progress::new(&format!("tpch sf {sf} load"), expected);
-    let drawer = progress.spawn_drawer();
-    let queue = Arc::new(Mutex::new(units(sf)));
-    let mut tasks = Vec::new();
-    for _ in 0..threads.max(1) {
-        let (queue, progress, target, db) = (queue.clone(), progress.clone(), target.clone(), db.to_string());
-        tasks.push(tokio::spawn(async move {
-            let mut conn = target.connect(Some(&db)).await.map_err(|e| anyhow::anyhow!("connect: {}", describe(&e)))?;
-            loop {
-                let next = queue.lock().expect("queue lock").pop_front();
-                let Some((table, part, parts)) = next else { break };
-                let mut lines = tbl_lines(table, sf, part, parts).peekable();
-                while lines.peek().is_some() {
-                    let mut sql = format!("INSERT INTO {table} VALUES ");
-                    let mut n = 0;
-                    for line in lines.by_ref() {
-                        if n > 0 {
-                            sql.push(',');
-                        }
-                        push_values_row(&mut sql, table, &line);
-                        n += 1;
-                        if n >= BATCH_ROWS || sql.len() >= BATCH_BYTES {
-                            break;
-                        }
-                    }
-                    if let Err(e) = conn.query_drop(sql).await {
-                        queue.lock().expect("queue lock").clear();
-                        bail!("loading {table}: {}", describe(&e));
-                    }
-                    progress.add(n as u64);
-                }
-            }
-            Ok::<(), anyhow::Error>(())
-        }));
-    }
-    let mut first_error = None;
-    for t in tasks {
-        if let Err(e) = t.await.map_err(|e| anyhow::anyhow!("loader panicked: {e}")).and_then(|r| r) {
-            first_error.get_or_insert(e);
+    let p = progress.clone();
+    loader::run_units(target, db, threads, units(sf), &progress, move |mut conn, (table, part, parts)| {
+        let p = p.clone();
+        async move {
+            let r = load_part(&mut conn, table, sf, part, parts, &p).await;
+            (conn, r)
         }
-    }
-    progress.finish();
-    let _ = drawer.join();
-    if let Some(e) = first_error {
-        return Err(e);
-    }
-    for table in TABLES {
-        if let Err(e) = conn.query_drop(format!("ANALYZE TABLE {table}")).await {
-            eprintln!("warning: ANALYZE TABLE {table}: {}", describe(&e));
-        }
-    }
+    })
+    .await?;
+    loader::analyze(&mut conn, &TABLES).await;
     let secs = progress.elapsed().as_secs_f64();
     writeln!(
         std::io::stdout(),
@@ -123,14 +91,7 @@ pub async fn prepare(target: &Target, db: &str, sf: f64, threads: usize) -> Resu
 
 /// Drops the TPC-H tables of `db`.
 pub async fn cleanup(target: &Target, db: &str) -> Result<()> {
-    let mut conn = target.connect(Some(db)).await.with_context(|| format!("cannot connect to {}", target.addr()))?;
-    for table in TABLES.iter().rev() {
-        conn.query_drop(format!("DROP TABLE IF EXISTS {table}"))
-            .await
-            .map_err(|e| anyhow::anyhow!("DROP TABLE {table}: {}", describe(&e)))?;
-    }
-    writeln!(std::io::stdout(), "dropped the TPC-H tables of {db}")?;
-    Ok(())
+    loader::drop_tables(target, db, &SCHEMA).await
 }
 
 /// Writes `<table>.tbl` files (fields separated by `|`, no trailing separator) for `sf`.
