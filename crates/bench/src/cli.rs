@@ -1,13 +1,15 @@
 //! The `strata bench` command line: `tpcc prepare|run|check|cleanup` and
-//! `tpch prepare|run|check|cleanup|dbgen`.
+//! `tpch prepare|run|check|cleanup|dbgen`, and `report` to chart their `--json` results.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 
 use crate::conn::{Protocol, Target};
+use crate::report;
 use crate::tpcc;
 use crate::tpch;
 
@@ -26,6 +28,25 @@ pub enum BenchCommand {
         /// What to do.
         command: TpchCommand,
     },
+    /// Draws `--json` results of several runs side by side as an SVG and prints the ratios.
+    Report(ReportArgs),
+}
+
+/// `strata bench report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// `--json` files of `tpcc run` and/or `tpch run|check`; ratios are against the first.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Where to write the chart.
+    #[arg(long, short = 'o', default_value = "report.svg")]
+    pub out: PathBuf,
+    /// Title of the chart.
+    #[arg(long, default_value = "strata bench")]
+    pub title: String,
+    /// Also write the ratio tables (Markdown) to this file.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
 }
 
 /// `strata bench tpch ...`.
@@ -35,7 +56,7 @@ pub enum TpchCommand {
     Prepare(TpchPrepare),
     /// Runs the queries and reports their times.
     Run(TpchRun),
-    /// Runs the queries once and compares each result with the reference answer.
+    /// Runs the queries (`--repeat` times) and compares each last result with the reference answer.
     Check(TpchRun),
     /// Drops the tables.
     Cleanup(TpccTarget),
@@ -203,7 +224,7 @@ async fn tpch_run(a: TpchRun, check: bool) -> Result<()> {
     let opts = tpch::run::RunOptions {
         sf,
         queries: tpch::queries::parse_list(&a.queries).map_err(anyhow::Error::msg)?,
-        repeat: if check { 1 } else { a.repeat.max(1) },
+        repeat: a.repeat.max(1),
         timeout: a.timeout,
         check,
         answers: a.answers,
@@ -272,6 +293,18 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
             TpchCommand::Cleanup(a) => tpch::prepare::cleanup(&a.target, &a.target.db_or(TPCH_DB)).await?,
             TpchCommand::Dbgen(a) => tpch::prepare::dbgen(a.sf, &a.out)?,
         },
+        BenchCommand::Report(a) => {
+            let results = a.files.iter().map(|f| report::load(f)).collect::<Result<Vec<_>>>()?;
+            let svg = report::render_svg(&results, &a.title)?;
+            std::fs::write(&a.out, svg).with_context(|| format!("cannot write {}", a.out.display()))?;
+            let markdown = report::summary_markdown(&results);
+            if let Some(path) = &a.markdown {
+                std::fs::write(path, &markdown).with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{markdown}")?;
+            writeln!(out, "chart written to {}", a.out.display())?;
+        }
     }
     Ok(())
 }

@@ -4,6 +4,7 @@ pub mod cli;
 pub mod conn;
 pub mod loader;
 pub mod progress;
+pub mod report;
 pub mod stats;
 pub mod tpcc;
 pub mod tpch;

@@ -29,7 +29,7 @@ struct Cli {
 enum Command {
     /// Runs the embedded single-node server.
     Server(ServerArgs),
-    /// Benchmarks Strata or any MySQL-compatible server (TPC-C).
+    /// Benchmarks Strata or any MySQL-compatible server (TPC-C, TPC-H) and charts the results.
     Bench {
         #[command(subcommand)]
         command: strata_bench::cli::BenchCommand,

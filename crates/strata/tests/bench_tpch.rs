@@ -57,6 +57,19 @@ async fn tpch_prepare_and_check_at_sf_001_against_strata() {
     assert_eq!(queries.len(), 21);
     assert!(queries.iter().all(|q| q["check"] == "pass" && q["times_s"].as_array().map(|t| t.len()) == Some(1)));
 
+    // The results chart: the run as labelled bars, and the ratio table on stdout.
+    let svg = dir.path().join("report.svg");
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["bench", "report", &json.to_string_lossy(), "--out", &svg.to_string_lossy(), "--title", "bench test"])
+        .output()
+        .expect("run strata bench report");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("| strata-test | 0.01 | 21/21 |"), "{}", text(&out));
+    let svg = std::fs::read_to_string(&svg).expect("svg written");
+    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\"") && svg.trim_end().ends_with("</svg>"));
+    assert!(svg.contains("strata-test: SF 0.01, 21 of 21 queries answered") && svg.contains(">Q22</text>"));
+    assert_eq!(svg.matches("strata-test Q").count(), 21, "one bar per query");
+
     // Repeats are timed one by one.
     let out = bench(port, &["run", "--queries", "6", "--repeat", "3", "--json", &json.to_string_lossy()]);
     assert!(out.status.success(), "{}", text(&out));
