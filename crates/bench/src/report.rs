@@ -74,7 +74,7 @@ fn thousands(x: f64) -> String {
     let digits = n.unsigned_abs().to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -410,7 +410,8 @@ fn tpch_panel(out: &mut String, top: f64, runs: &[(usize, &TpchReport)]) -> f64 
     let plot = Plot { left: LEFT, top: y + 8.0, width: WIDTH - LEFT - RIGHT, height: 300.0 };
     let times = runs.iter().flat_map(|(_, r)| r.queries.iter().filter_map(QueryResult::median_s)).filter(|t| *t > 0.0);
     let (lo, hi) = times.fold((f64::INFINITY, 0.0f64), |(lo, hi), t| (lo.min(t), hi.max(t)));
-    let (mut lo_exp, mut hi_exp) = if hi > 0.0 { (lo.log10().floor() as i32, hi.log10().ceil() as i32) } else { (-3, 0) };
+    let (mut lo_exp, mut hi_exp) =
+        if hi > 0.0 { (lo.log10().floor() as i32, hi.log10().ceil() as i32) } else { (-3, 0) };
     if hi_exp <= lo_exp {
         hi_exp = lo_exp + 1;
     }
@@ -505,13 +506,14 @@ pub fn summary_markdown(results: &[Results]) -> String {
     let mut out = String::new();
     let tpcc: Vec<&TpccReport> =
         results.iter().filter_map(|r| if let Results::Tpcc(t) = r { Some(t) } else { None }).collect();
-    let tpch: Vec<(usize, &TpchReport)> = results
-        .iter()
-        .filter_map(|r| if let Results::Tpch(t) = r { Some(t) } else { None })
-        .enumerate()
-        .collect();
+    let tpch: Vec<(usize, &TpchReport)> =
+        results.iter().filter_map(|r| if let Results::Tpch(t) = r { Some(t) } else { None }).enumerate().collect();
     if let Some(base) = tpcc.first() {
-        let _ = writeln!(out, "| TPC-C system | warehouses | threads | protocol | seconds | tpmC | vs {} | errors | retries |", base.label);
+        let _ = writeln!(
+            out,
+            "| TPC-C system | warehouses | threads | protocol | seconds | tpmC | vs {} | errors | retries |",
+            base.label
+        );
         let _ = writeln!(out, "|---|---:|---:|---|---:|---:|---:|---:|---:|");
         for r in &tpcc {
             let errors: u64 = r.kinds.values().map(|k| k.errors).sum();
@@ -588,7 +590,12 @@ mod tests {
             protocol: "binary".into(),
             think_time: false,
             intervals: (1..=7)
-                .map(|i| IntervalPoint { t: f64::from(i) * 10.0, warmup: i == 1, tpmc: tpmc * (0.9 + f64::from(i) / 50.0), tps: BTreeMap::new() })
+                .map(|i| IntervalPoint {
+                    t: f64::from(i) * 10.0,
+                    warmup: i == 1,
+                    tpmc: tpmc * (0.9 + f64::from(i) / 50.0),
+                    tps: BTreeMap::new(),
+                })
                 .collect(),
             tpmc,
             efficiency: 0.0,
@@ -628,8 +635,9 @@ mod tests {
 
     #[test]
     fn tpcc_chart_has_a_labelled_line_per_system_with_units() {
-        let svg = render_svg(&[Results::Tpcc(tpcc("Strata <dev>", 14_329.0)), Results::Tpcc(tpcc("MariaDB", 59_379.0))], "t")
-            .expect("render");
+        let svg =
+            render_svg(&[Results::Tpcc(tpcc("Strata <dev>", 14_329.0)), Results::Tpcc(tpcc("MariaDB", 59_379.0))], "t")
+                .expect("render");
         let texts = texts(&svg);
         let has = |s: &str| texts.iter().any(|t| t.contains(s));
         assert!(has("ratios against Strata <dev>."), "{texts:?}");
@@ -682,7 +690,10 @@ mod tests {
         assert!(texts.iter().any(|t| t.starts_with("TPC-H:")));
         assert!(texts.iter().any(|t| t.contains("B: 50 tpmC (0.50×)")));
         // A keeps its colour in the TPC-H panel; B is the second system.
-        let swatches: Vec<&str> = svg.match_indices(r#"width="14" height="10" fill=""#).map(|(i, m)| &svg[i + m.len()..i + m.len() + 7]).collect();
+        let swatches: Vec<&str> = svg
+            .match_indices(r#"width="14" height="10" fill=""#)
+            .map(|(i, m)| &svg[i + m.len()..i + m.len() + 7])
+            .collect();
         assert_eq!(swatches, [colour(0), colour(1), colour(0)]);
         let md = summary_markdown(&results);
         assert!(md.contains("| B | 4 | 8 | binary | 60 | 50 | 0.50× | 0 | 0 |"), "{md}");

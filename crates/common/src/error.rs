@@ -70,6 +70,8 @@ codes! {
     TruncatedWrongValue = 1292, "22007";
     InvalidCharacterString = 1300, "HY000";
     QueryInterrupted = 1317, "70100";
+    NoSuchThread = 1094, "HY000";
+    ConnectionKilled = 1927, "70100";
     NoDefaultForField = 1364, "HY000";
     DivisionByZero = 1365, "22012";
     TruncatedWrongValueForField = 1366, "HY000";

@@ -1,6 +1,7 @@
 //! One client connection: handshake and authentication, then a loop reading commands and
 //! writing results. A malformed command gets an ERR packet and the connection goes on; an
-//! oversized packet or a broken handshake closes it. Closing rolls back an open transaction.
+//! oversized packet or a broken handshake closes it, and so does `KILL` from another
+//! connection. Closing rolls back an open transaction.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -75,8 +76,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
 
     async fn serve(&mut self) -> Result<(), ConnError> {
         self.handshake().await?;
+        let interrupt = self.session.interrupt();
         loop {
-            let payload = match self.io.read().await {
+            // An idle connection closes as soon as another connection kills it.
+            let read = tokio::select! {
+                r = self.io.read() => r,
+                _ = interrupt.until_connection_killed() => return Ok(()),
+            };
+            let payload = match read {
                 Ok(p) => p,
                 Err(ReadError::Closed) => return Ok(()),
                 Err(ReadError::TooLarge) => {
@@ -102,6 +109,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             }
             self.dispatch(cmd).await;
             self.io.flush().await?;
+            if interrupt.connection_killed() {
+                return Ok(());
+            }
         }
     }
 

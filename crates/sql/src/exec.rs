@@ -17,6 +17,7 @@ use strata_txn::Transaction;
 
 use crate::catalog::TableInfo;
 use crate::expr::{AggCall, AggFunc, EvalCtx, Expr, Row, SubqueryKind, SubqueryValue, SubqueryValues};
+use crate::interrupt::checkpoint;
 use crate::plan::{Access, JoinKind, KeyRange, Plan, SubqueryPlan};
 use crate::table::{decode_row, handle_from_index_entry, index_value_prefix, pk_prefix, row_key};
 use crate::types::ColumnType;
@@ -137,6 +138,7 @@ where
                 let ids = pred.subquery_ids();
                 let mut out = Vec::with_capacity(rows.len());
                 for r in rows {
+                    checkpoint().await?;
                     let keep = if ids.is_empty() {
                         let empty = SubqueryValues::default();
                         pred.eval_pred(&r, &ctx.eval_ctx(&empty))?
@@ -155,6 +157,7 @@ where
                 let ids: Vec<usize> = exprs.iter().flat_map(|e| e.subquery_ids()).collect();
                 let mut out = Vec::with_capacity(rows.len());
                 for r in rows {
+                    checkpoint().await?;
                     let sub =
                         if ids.is_empty() { SubqueryValues::default() } else { ctx.subqueries_for(&ids, &r).await? };
                     let ec = ctx.eval_ctx(&sub);
@@ -167,17 +170,19 @@ where
                 let static_right = if *correlated { None } else { Some(execute(right, ctx).await?) };
                 let mut out = Vec::new();
                 for l in lrows {
-                    let rrows = match &static_right {
-                        Some(r) => r.clone(),
+                    checkpoint().await?;
+                    let correlated_rows;
+                    let rrows: &[Row] = match &static_right {
+                        Some(r) => r,
                         None => {
-                            tokio::task::consume_budget().await;
                             ctx.outer.push(l.clone());
                             let r = execute(right, ctx).await;
                             ctx.outer.pop();
-                            r?
+                            correlated_rows = r?;
+                            &correlated_rows
                         }
                     };
-                    join_row(ctx, l, &rrows, on.as_ref(), *kind, *right_width, &mut out).await?;
+                    join_row(ctx, l, rrows, on.as_ref(), *kind, *right_width, &mut out).await?;
                 }
                 out
             }
@@ -185,6 +190,7 @@ where
                 let rrows = execute(right, ctx).await?;
                 let mut table: HashMap<Vec<u8>, Vec<Row>> = HashMap::new();
                 for r in rrows {
+                    checkpoint().await?;
                     if let Some(key) = join_key(ctx, right_keys, &r).await? {
                         table.entry(key).or_default().push(r);
                     }
@@ -193,6 +199,7 @@ where
                 let mut out = Vec::new();
                 let none: Vec<Row> = Vec::new();
                 for l in lrows {
+                    checkpoint().await?;
                     let matches = match join_key(ctx, left_keys, &l).await? {
                         Some(key) => table.get(&key).unwrap_or(&none),
                         None => &none,
@@ -301,6 +308,7 @@ async fn join_row(
 ) -> Result<()> {
     let mut matched = false;
     for r in candidates {
+        checkpoint().await?;
         let mut joined = left.clone();
         joined.extend(r.iter().cloned());
         let ok = match on {
@@ -388,6 +396,7 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Vec<Row>, group: &[Expr], aggs: 
     let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
     let mut groups: Vec<Group> = Vec::new();
     for r in &rows {
+        checkpoint().await?;
         let mut gvals = Vec::with_capacity(group.len());
         let mut key = Vec::new();
         for g in group {
@@ -688,6 +697,7 @@ pub async fn scan_limited(
         return Ok(out);
     }
     for (k, v) in candidates {
+        checkpoint().await?;
         if out.len() >= limit {
             break;
         }

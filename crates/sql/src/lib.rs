@@ -8,6 +8,7 @@ pub mod dml;
 pub mod exec;
 pub mod expr;
 pub mod functions;
+pub mod interrupt;
 pub mod plan;
 pub mod result;
 pub mod session;

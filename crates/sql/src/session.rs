@@ -23,6 +23,7 @@ use crate::binder::{Binder, SessionInfo};
 use crate::catalog::Catalog;
 use crate::dml::DmlCtx;
 use crate::exec::{execute, ExecCtx};
+use crate::interrupt::{self, Interrupt};
 use crate::result::{Column, QueryResult};
 use crate::variables;
 
@@ -36,6 +37,8 @@ pub struct Engine {
     pub oracle: Arc<dyn Oracle>,
     next_conn: AtomicU32,
     active: Mutex<BTreeMap<u32, Timestamp>>,
+    /// Every open session's kill switch, by connection id.
+    interrupts: Mutex<HashMap<u32, Arc<Interrupt>>>,
     globals: Mutex<BTreeMap<String, Value>>,
 }
 
@@ -49,6 +52,7 @@ impl Engine {
             oracle,
             next_conn: AtomicU32::new(1),
             active: Mutex::new(BTreeMap::new()),
+            interrupts: Mutex::new(HashMap::new()),
             globals: Mutex::new(variables::defaults()),
         }))
     }
@@ -56,9 +60,12 @@ impl Engine {
     /// A new session for `user`.
     pub fn session(self: &Arc<Self>, user: &str) -> Session {
         let conn_id = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        let interrupt = Arc::new(Interrupt::default());
+        self.interrupts.lock().insert(conn_id, interrupt.clone());
         Session {
             engine: self.clone(),
             conn_id,
+            interrupt,
             user: user.to_string(),
             db: None,
             vars: self.globals.lock().clone(),
@@ -118,6 +125,8 @@ pub struct Session {
     engine: Arc<Engine>,
     /// CONNECTION_ID().
     pub conn_id: u32,
+    /// What `KILL` of this connection sets.
+    interrupt: Arc<Interrupt>,
     user: String,
     db: Option<String>,
     vars: BTreeMap<String, Value>,
@@ -208,10 +217,44 @@ fn isolation_name(level: &str) -> Option<&'static str> {
     }
 }
 
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.engine.interrupts.lock().remove(&self.conn_id);
+    }
+}
+
 impl Session {
     /// The current database.
     pub fn database(&self) -> Option<&str> {
         self.db.as_deref()
+    }
+
+    /// This connection's kill switch (the server watches it to close a killed connection).
+    pub fn interrupt(&self) -> Arc<Interrupt> {
+        self.interrupt.clone()
+    }
+
+    /// `KILL [CONNECTION | QUERY] id`: stops another connection's statement, or the
+    /// connection. Killing this very connection fails the `KILL` itself, as in MySQL.
+    fn kill(&mut self, modifier: Option<ast::KillType>, id: u64) -> Result<QueryResult> {
+        let query_only = match modifier {
+            None | Some(ast::KillType::Connection) => false,
+            Some(ast::KillType::Query) => true,
+            Some(other) => return Err(Error::unsupported(format!("KILL {other}"))),
+        };
+        let target = u32::try_from(id).ok().and_then(|id| self.engine.interrupts.lock().get(&id).cloned());
+        let Some(target) = target else {
+            return Err(Error::user(Code::NoSuchThread, format!("Unknown thread id: {id}")));
+        };
+        if query_only {
+            target.kill_query();
+        } else {
+            target.kill_connection();
+        }
+        if u64::from(self.conn_id) == id {
+            return Err(if query_only { interrupt::query_interrupted() } else { interrupt::connection_killed() });
+        }
+        Ok(QueryResult::ok(0))
     }
 
     /// Whether a transaction is open (for the protocol's status flags).
@@ -606,7 +649,7 @@ impl Session {
             S::Explain { statement, .. } => self.explain(statement),
             S::Analyze(_) => Ok(QueryResult::text_rows(&["Table", "Op", "Msg_type", "Msg_text"], Vec::new())),
             S::Flush { .. } | S::LockTables { .. } | S::UnlockTables => Ok(QueryResult::ok(0)),
-            S::Kill { .. } => Err(Error::unsupported("KILL")),
+            S::Kill { modifier, id } => self.kill(*modifier, *id),
             other => Err(Error::unsupported(truncate_sql(&other.to_string()).to_string())),
         };
         if let Ok(QueryResult::Ok { warnings, last_insert_id, .. }) = &r {
@@ -657,7 +700,8 @@ impl Session {
             self.txn = Some(txn);
             return Err(e);
         }
-        let r = exec_statement(&self.engine, &mut txn, &info, stmt, params).await;
+        let r =
+            interrupt::scope(self.interrupt.clone(), exec_statement(&self.engine, &mut txn, &info, stmt, params)).await;
         txn.end_statement(r.is_ok());
         if single {
             let outcome = match r {

@@ -1,0 +1,143 @@
+//! Stopping a running statement or a connection from another connection (`KILL QUERY id`,
+//! `KILL [CONNECTION] id`).
+//!
+//! Each session owns an [`Interrupt`]. `KILL` sets its state; the statement notices at its next
+//! check and fails with 1317 (query) or 1927 (connection). Checks are cooperative: the executor
+//! calls [`checkpoint`] once per row in its loops, so a long join or scan stops within one
+//! row's work, and the statement's writes are undone by the usual statement rollback. The statement
+//! finds its session's `Interrupt` through a task-local set around its execution, so the
+//! operators need no extra argument.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use strata_common::{Code, Error, Result};
+use tokio::sync::Notify;
+
+const RUNNING: u8 = 0;
+const QUERY_KILLED: u8 = 1;
+const CONNECTION_KILLED: u8 = 2;
+
+/// One session's kill switch.
+#[derive(Debug, Default)]
+pub struct Interrupt {
+    state: AtomicU8,
+    wake: Notify,
+}
+
+impl Interrupt {
+    /// Stops the running statement (`KILL QUERY`); the connection goes on.
+    pub fn kill_query(&self) {
+        let _ = self.state.compare_exchange(RUNNING, QUERY_KILLED, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Stops the running statement and closes the connection (`KILL CONNECTION`).
+    pub fn kill_connection(&self) {
+        self.state.store(CONNECTION_KILLED, Ordering::Release);
+        // A permit is kept if the connection is not waiting yet, so the wake-up is not lost.
+        self.wake.notify_one();
+    }
+
+    /// Whether the connection was killed.
+    pub fn connection_killed(&self) -> bool {
+        self.state.load(Ordering::Acquire) == CONNECTION_KILLED
+    }
+
+    /// Resolves once the connection is killed (for an idle connection waiting on its socket).
+    pub async fn until_connection_killed(&self) {
+        while !self.connection_killed() {
+            self.wake.notified().await;
+        }
+    }
+
+    /// Forgets a `KILL QUERY` that arrived after the previous statement ended: as in MySQL, it
+    /// does not carry over to the next statement.
+    pub fn begin_statement(&self) {
+        let _ = self.state.compare_exchange(QUERY_KILLED, RUNNING, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// The error the running statement must stop with, if any.
+    pub fn check(&self) -> Result<()> {
+        match self.state.load(Ordering::Acquire) {
+            RUNNING => Ok(()),
+            QUERY_KILLED => Err(query_interrupted()),
+            _ => Err(connection_killed()),
+        }
+    }
+}
+
+/// 1317: the statement was stopped by `KILL QUERY`.
+pub fn query_interrupted() -> Error {
+    Error::user(Code::QueryInterrupted, "Query execution was interrupted")
+}
+
+/// 1927: the statement's connection was killed.
+pub fn connection_killed() -> Error {
+    Error::user(Code::ConnectionKilled, "Connection was killed")
+}
+
+tokio::task_local! {
+    static CURRENT: Arc<Interrupt>;
+}
+
+/// Runs `f` (one statement) so that [`check`] inside it answers for `interrupt`.
+pub async fn scope<F: Future>(interrupt: Arc<Interrupt>, f: F) -> F::Output {
+    interrupt.begin_statement();
+    CURRENT.scope(interrupt, f).await
+}
+
+/// Fails if the running statement was killed. Outside [`scope`] it always passes.
+pub fn check() -> Result<()> {
+    CURRENT.try_with(|i| i.check()).unwrap_or(Ok(()))
+}
+
+/// Called once per row by the executor's loops: fails if the statement was killed, and hands
+/// the worker thread back to the runtime every 128 rows (tokio's cooperative budget). Without
+/// the yield a long query keeps its worker busy without ever polling the socket driver, so
+/// other connections (the `KILL` among them) can stall until it ends.
+pub async fn checkpoint() -> Result<()> {
+    tokio::task::consume_budget().await;
+    check()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn kill_query_stops_the_running_statement_only() {
+        let i = Arc::new(Interrupt::default());
+        let r = scope(i.clone(), async {
+            check()?;
+            i.kill_query();
+            check()
+        })
+        .await;
+        assert_eq!(r.map_err(|e| e.code()), Err(Code::QueryInterrupted));
+        // The next statement starts afresh, and code outside a statement is never stopped.
+        assert!(scope(i.clone(), async { check() }).await.is_ok());
+        i.kill_query();
+        assert!(check().is_ok());
+        assert!(scope(i.clone(), async { check() }).await.is_ok(), "a kill between statements is dropped");
+    }
+
+    #[tokio::test]
+    async fn kill_connection_sticks_and_wakes_the_connection() {
+        let i = Arc::new(Interrupt::default());
+        let waiter = tokio::spawn({
+            let i = i.clone();
+            async move { i.until_connection_killed().await }
+        });
+        i.kill_connection();
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter).await.expect("woken").expect("task");
+        assert!(i.connection_killed());
+        i.kill_query();
+        let r = scope(i.clone(), async { check() }).await;
+        assert_eq!(r.map_err(|e| e.code()), Err(Code::ConnectionKilled), "a killed connection stays killed");
+        // Killed before anyone waits: the permit is kept.
+        let j = Interrupt::default();
+        j.kill_connection();
+        tokio::time::timeout(std::time::Duration::from_secs(5), j.until_connection_killed()).await.expect("at once");
+    }
+}
