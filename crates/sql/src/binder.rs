@@ -91,15 +91,64 @@ fn ident_name(i: &ast::Ident) -> String {
     i.value.clone()
 }
 
-/// Splits an expression into its AND-ed parts.
+/// Splits an expression into its AND-ed parts. Parts common to every branch of an OR are
+/// pulled out of it first (see [`factor_or`]).
 pub fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
     match e {
         Expr::Binary(BinOp::And, a, b) => {
             conjuncts(*a, out);
             conjuncts(*b, out);
         }
+        e @ Expr::Binary(BinOp::Or, ..) => out.extend(factor_or(e)),
         other => out.push(other),
     }
+}
+
+/// Splits an expression into its OR-ed parts.
+fn disjuncts(e: Expr, out: &mut Vec<Expr>) {
+    match e {
+        Expr::Binary(BinOp::Or, a, b) => {
+            disjuncts(*a, out);
+            disjuncts(*b, out);
+        }
+        other => out.push(other),
+    }
+}
+
+/// `(a AND b) OR (a AND c)` as the conjuncts `a` and `b OR c`. A join condition repeated in
+/// every branch (TPC-H Q19's `p_partkey = l_partkey`) then becomes a join key instead of
+/// leaving a cross join under a filter. Both steps hold in SQL's three-valued logic:
+/// AND distributes over OR, and `a OR (a AND c)` is `a`.
+fn factor_or(e: Expr) -> Vec<Expr> {
+    let mut branches = Vec::new();
+    disjuncts(e, &mut branches);
+    let mut parts: Vec<Vec<Expr>> = branches
+        .into_iter()
+        .map(|b| {
+            let mut v = Vec::new();
+            conjuncts(b, &mut v);
+            v
+        })
+        .collect();
+    let mut common: Vec<Expr> = Vec::new();
+    for c in &parts[0] {
+        if !common.contains(c) && parts[1..].iter().all(|p| p.contains(c)) {
+            common.push(c.clone());
+        }
+    }
+    if !common.is_empty() {
+        for p in &mut parts {
+            p.retain(|c| !common.contains(c));
+        }
+        if parts.iter().any(Vec::is_empty) {
+            // One branch is the common part alone, which implies every other branch.
+            return common;
+        }
+    }
+    let rest = parts.into_iter().filter_map(and_all);
+    let disjunction = rest.reduce(|a, b| Expr::Binary(BinOp::Or, Box::new(a), Box::new(b)));
+    common.extend(disjunction);
+    common
 }
 
 /// Splits a parsed expression into its AND-ed parts (looking through parentheses).
