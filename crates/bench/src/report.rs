@@ -187,20 +187,24 @@ impl Plot {
     }
 }
 
+/// A horizontal grid line at `y` with its label left of the axis.
+fn y_grid_line(out: &mut String, plot: &Plot, y: f64, label: &str) {
+    let _ = writeln!(
+        out,
+        r##"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#dddddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+        plot.left,
+        plot.left + plot.width,
+        plot.left - 6.0,
+        y + 4.0,
+        esc(label)
+    );
+}
+
 /// Horizontal grid lines and labels of a linear y axis from 0 to `max`.
 fn y_grid_linear(out: &mut String, plot: &Plot, max: f64, step: f64) {
     let mut v = 0.0;
     while v <= max + step / 2.0 {
-        let y = plot.bottom() - v / max * plot.height;
-        let _ = writeln!(
-            out,
-            r##"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#dddddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            plot.left,
-            plot.left + plot.width,
-            plot.left - 6.0,
-            y + 4.0,
-            tick_label(v, step)
-        );
+        y_grid_line(out, plot, plot.bottom() - v / max * plot.height, &tick_label(v, step));
         v += step;
     }
 }
@@ -423,16 +427,7 @@ fn tpch_panel(out: &mut String, top: f64, runs: &[(usize, &TpchReport)]) -> f64 
     };
     for e in lo_exp..=hi_exp {
         let v = 10f64.powi(e);
-        let gy = y_of(v);
-        let _ = writeln!(
-            out,
-            r##"<line x1="{:.1}" y1="{gy:.1}" x2="{:.1}" y2="{gy:.1}" stroke="#dddddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            plot.left,
-            plot.left + plot.width,
-            plot.left - 6.0,
-            gy + 4.0,
-            seconds_label(v)
-        );
+        y_grid_line(out, &plot, y_of(v), &seconds_label(v));
     }
     axes(out, &plot, "query", "seconds per query (log scale)");
 

@@ -92,7 +92,7 @@ fn ident_name(i: &ast::Ident) -> String {
 }
 
 /// Splits an expression into its AND-ed parts. Parts common to every branch of an OR are
-/// pulled out of it first (see [`factor_or`]).
+/// pulled out of it first (see `factor_or`).
 pub fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
     match e {
         Expr::Binary(BinOp::And, a, b) => {
