@@ -72,6 +72,7 @@ codes! {
     QueryInterrupted = 1317, "70100";
     NoSuchThread = 1094, "HY000";
     ConnectionKilled = 1927, "70100";
+    QueryTimeout = 3024, "HY000";
     NoDefaultForField = 1364, "HY000";
     DivisionByZero = 1365, "22012";
     TruncatedWrongValueForField = 1366, "HY000";

@@ -65,6 +65,7 @@ impl Server {
                     };
                     let _ = stream.set_nodelay(true);
                     let session = self.engine.session("root");
+                    session.set_client_host(peer.to_string());
                     let opts = self.opts.clone();
                     let count = self.connections.clone();
                     count.fetch_add(1, Ordering::Relaxed);

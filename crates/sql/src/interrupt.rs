@@ -18,6 +18,7 @@ use tokio::sync::Notify;
 const RUNNING: u8 = 0;
 const QUERY_KILLED: u8 = 1;
 const CONNECTION_KILLED: u8 = 2;
+const TIMED_OUT: u8 = 3;
 
 /// One session's kill switch.
 #[derive(Debug, Default)]
@@ -30,6 +31,11 @@ impl Interrupt {
     /// Stops the running statement (`KILL QUERY`); the connection goes on.
     pub fn kill_query(&self) {
         let _ = self.state.compare_exchange(RUNNING, QUERY_KILLED, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Stops the running statement for running longer than `max_execution_time`.
+    pub fn time_out(&self) {
+        let _ = self.state.compare_exchange(RUNNING, TIMED_OUT, Ordering::AcqRel, Ordering::Acquire);
     }
 
     /// Stops the running statement and closes the connection (`KILL CONNECTION`).
@@ -51,10 +57,12 @@ impl Interrupt {
         }
     }
 
-    /// Forgets a `KILL QUERY` that arrived after the previous statement ended: as in MySQL, it
-    /// does not carry over to the next statement.
+    /// Forgets a `KILL QUERY` (or a time limit) that arrived after the previous statement
+    /// ended: as in MySQL, it does not carry over to the next statement.
     pub fn begin_statement(&self) {
-        let _ = self.state.compare_exchange(QUERY_KILLED, RUNNING, Ordering::AcqRel, Ordering::Acquire);
+        for stale in [QUERY_KILLED, TIMED_OUT] {
+            let _ = self.state.compare_exchange(stale, RUNNING, Ordering::AcqRel, Ordering::Acquire);
+        }
     }
 
     /// The error the running statement must stop with, if any.
@@ -62,6 +70,10 @@ impl Interrupt {
         match self.state.load(Ordering::Acquire) {
             RUNNING => Ok(()),
             QUERY_KILLED => Err(query_interrupted()),
+            TIMED_OUT => Err(Error::user(
+                Code::QueryTimeout,
+                "Query execution was interrupted, maximum statement execution time exceeded",
+            )),
             _ => Err(connection_killed()),
         }
     }
@@ -120,6 +132,18 @@ mod tests {
         i.kill_query();
         assert!(check().is_ok());
         assert!(scope(i.clone(), async { check() }).await.is_ok(), "a kill between statements is dropped");
+    }
+
+    #[tokio::test]
+    async fn a_time_limit_stops_the_statement_with_3024() {
+        let i = Arc::new(Interrupt::default());
+        let r = scope(i.clone(), async {
+            i.time_out();
+            check()
+        })
+        .await;
+        assert_eq!(r.map_err(|e| e.code()), Err(Code::QueryTimeout));
+        assert!(scope(i.clone(), async { check() }).await.is_ok(), "the next statement starts afresh");
     }
 
     #[tokio::test]

@@ -10,6 +10,7 @@ pub mod expr;
 pub mod functions;
 pub mod interrupt;
 pub mod plan;
+pub mod process;
 pub mod result;
 pub mod session;
 pub mod show;

@@ -24,6 +24,7 @@ use crate::catalog::Catalog;
 use crate::dml::DmlCtx;
 use crate::exec::{execute, ExecCtx};
 use crate::interrupt::{self, Interrupt};
+use crate::process::{self, Process};
 use crate::result::{Column, QueryResult};
 use crate::variables;
 
@@ -37,8 +38,8 @@ pub struct Engine {
     pub oracle: Arc<dyn Oracle>,
     next_conn: AtomicU32,
     active: Mutex<BTreeMap<u32, Timestamp>>,
-    /// Every open session's kill switch, by connection id.
-    interrupts: Mutex<HashMap<u32, Arc<Interrupt>>>,
+    /// Every open session (its kill switch and what it is doing), by connection id.
+    processes: Mutex<HashMap<u32, Arc<Process>>>,
     globals: Mutex<BTreeMap<String, Value>>,
 }
 
@@ -52,7 +53,7 @@ impl Engine {
             oracle,
             next_conn: AtomicU32::new(1),
             active: Mutex::new(BTreeMap::new()),
-            interrupts: Mutex::new(HashMap::new()),
+            processes: Mutex::new(HashMap::new()),
             globals: Mutex::new(variables::defaults()),
         }))
     }
@@ -60,12 +61,12 @@ impl Engine {
     /// A new session for `user`.
     pub fn session(self: &Arc<Self>, user: &str) -> Session {
         let conn_id = self.next_conn.fetch_add(1, Ordering::Relaxed);
-        let interrupt = Arc::new(Interrupt::default());
-        self.interrupts.lock().insert(conn_id, interrupt.clone());
+        let process = Arc::new(Process::new(user));
+        self.processes.lock().insert(conn_id, process.clone());
         Session {
             engine: self.clone(),
             conn_id,
-            interrupt,
+            process,
             user: user.to_string(),
             db: None,
             vars: self.globals.lock().clone(),
@@ -112,6 +113,8 @@ impl Engine {
 
 /// A prepared statement.
 pub struct Prepared {
+    /// The statement's text, as the client sent it.
+    pub sql: String,
     /// The statement with numbered placeholders.
     pub stmt: ast::Statement,
     /// Number of parameters.
@@ -125,8 +128,8 @@ pub struct Session {
     engine: Arc<Engine>,
     /// CONNECTION_ID().
     pub conn_id: u32,
-    /// What `KILL` of this connection sets.
-    interrupt: Arc<Interrupt>,
+    /// What this connection is doing, and its kill switch.
+    process: Arc<Process>,
     user: String,
     db: Option<String>,
     vars: BTreeMap<String, Value>,
@@ -219,7 +222,7 @@ fn isolation_name(level: &str) -> Option<&'static str> {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        self.engine.interrupts.lock().remove(&self.conn_id);
+        self.engine.processes.lock().remove(&self.conn_id);
     }
 }
 
@@ -231,7 +234,12 @@ impl Session {
 
     /// This connection's kill switch (the server watches it to close a killed connection).
     pub fn interrupt(&self) -> Arc<Interrupt> {
-        self.interrupt.clone()
+        self.process.interrupt.clone()
+    }
+
+    /// Records the client's address for the process list.
+    pub fn set_client_host(&self, host: String) {
+        self.process.set_host(host);
     }
 
     /// `KILL [CONNECTION | QUERY] id`: stops another connection's statement, or the
@@ -242,7 +250,8 @@ impl Session {
             Some(ast::KillType::Query) => true,
             Some(other) => return Err(Error::unsupported(format!("KILL {other}"))),
         };
-        let target = u32::try_from(id).ok().and_then(|id| self.engine.interrupts.lock().get(&id).cloned());
+        let target =
+            u32::try_from(id).ok().and_then(|id| self.engine.processes.lock().get(&id).map(|p| p.interrupt.clone()));
         let Some(target) = target else {
             return Err(Error::user(Code::NoSuchThread, format!("Unknown thread id: {id}")));
         };
@@ -279,6 +288,7 @@ impl Session {
             return Err(Error::user(Code::BadDb, format!("Unknown database '{db}'")));
         }
         self.db = Some(db.to_string());
+        self.process.set_db(self.db.clone());
         Ok(())
     }
 
@@ -381,6 +391,13 @@ impl Session {
     /// Runs a COM_QUERY text; several statements are an error unless `allow_multi` (the
     /// client's CLIENT_MULTI_STATEMENTS).
     pub async fn execute_text(&mut self, sql: &str, allow_multi: bool) -> Vec<Result<QueryResult>> {
+        self.process.set_statement(Some(sql));
+        let r = self.execute_text_inner(sql, allow_multi).await;
+        self.process.set_statement(None);
+        r
+    }
+
+    async fn execute_text_inner(&mut self, sql: &str, allow_multi: bool) -> Vec<Result<QueryResult>> {
         if let Some(r) = self.special(sql).await {
             return vec![r];
         }
@@ -438,7 +455,7 @@ impl Session {
         };
         let id = self.next_stmt;
         self.next_stmt += 1;
-        self.prepared.insert(id, Prepared { stmt, params, columns: columns.clone() });
+        self.prepared.insert(id, Prepared { sql: sql.to_string(), stmt, params, columns: columns.clone() });
         Ok((id, params, columns))
     }
 
@@ -454,6 +471,7 @@ impl Session {
                 if p.params != params.len() {
                     return Err(Error::user(Code::WrongArguments, "Incorrect arguments to mysqld_stmt_execute"));
                 }
+                self.process.set_statement(Some(&p.sql));
                 p.stmt.clone()
             }
             None => {
@@ -463,7 +481,9 @@ impl Session {
                 ))
             }
         };
-        self.run(&stmt, params).await
+        let r = self.run(&stmt, params).await;
+        self.process.set_statement(None);
+        r
     }
 
     /// Drops a prepared statement.
@@ -530,10 +550,11 @@ impl Session {
             ["show", "status", ..] | ["show", "session", "status", ..] | ["show", "global", "status", ..] => {
                 Some(Ok(QueryResult::text_rows(&["Variable_name", "Value"], Vec::new())))
             }
-            ["show", "processlist"] | ["show", "full", "processlist"] => Some(Ok(QueryResult::text_rows(
-                &["Id", "User", "Host", "db", "Command", "Time", "State", "Info"],
-                Vec::new(),
-            ))),
+            ["show", "processlist"] | ["show", "full", "processlist"] => {
+                let all: Vec<(u32, Arc<Process>)> =
+                    self.engine.processes.lock().iter().map(|(id, p)| (*id, p.clone())).collect();
+                Some(Ok(process::show(&all, words[1] == "full")))
+            }
             ["analyze", "table", ..] => {
                 Some(Ok(QueryResult::text_rows(&["Table", "Op", "Msg_type", "Msg_text"], Vec::new())))
             }
@@ -700,8 +721,24 @@ impl Session {
             self.txn = Some(txn);
             return Err(e);
         }
-        let r =
-            interrupt::scope(self.interrupt.clone(), exec_statement(&self.engine, &mut txn, &info, stmt, params)).await;
+        // max_execution_time (ms) limits SELECTs, as in MySQL: a timer trips the kill switch.
+        let limit_ms = match stmt {
+            ast::Statement::Query(_) => self.vars.get("max_execution_time").and_then(|v| v.as_i64()).unwrap_or(0),
+            _ => 0,
+        };
+        let interrupt = self.process.interrupt.clone();
+        interrupt.begin_statement();
+        let timer = (limit_ms > 0).then(|| {
+            let interrupt = interrupt.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(limit_ms as u64)).await;
+                interrupt.time_out();
+            })
+        });
+        let r = interrupt::scope(interrupt, exec_statement(&self.engine, &mut txn, &info, stmt, params)).await;
+        if let Some(timer) = timer {
+            timer.abort();
+        }
         txn.end_statement(r.is_ok());
         if single {
             let outcome = match r {

@@ -1,6 +1,7 @@
 //! `KILL QUERY` and `KILL [CONNECTION]` against a Strata server started by the test: a long
-//! join stops with 1317 while other connections keep being served, the killed connection goes
-//! on (its transaction keeps the statements before the killed one), and a killed connection is
+//! join shows in `SHOW PROCESSLIST` and stops with 1317 while other connections keep being
+//! served, the killed connection goes on (its transaction keeps the statements before the
+//! killed one), `max_execution_time` stops a SELECT with 3024, and a killed connection is
 //! closed with its open transaction rolled back and its locks released.
 
 mod common;
@@ -56,6 +57,18 @@ async fn kill_query_and_kill_connection() {
     let one: Option<i64> = admin.query_first("SELECT 1").await.expect("served while the join runs");
     assert_eq!(one, Some(1));
     assert!(!long.is_finished(), "the join should take minutes");
+    // SHOW PROCESSLIST shows it, with the id to kill, and the caller's own statement.
+    let rows: Vec<mysql_async::Row> = admin.query("SHOW FULL PROCESSLIST").await.expect("processlist");
+    let row_of = |id: u32| {
+        rows.iter().find(|r| r.get::<i64, _>(0) == Some(i64::from(id))).unwrap_or_else(|| panic!("no row for {id}"))
+    };
+    let victim_row = row_of(victim_id);
+    assert_eq!(victim_row.get::<String, _>("Command").as_deref(), Some("Query"));
+    assert_eq!(victim_row.get::<String, _>("Info").as_deref(), Some(LONG));
+    assert!(victim_row.get::<String, _>("Host").is_some_and(|h| h.starts_with("127.0.0.1:")));
+    assert_eq!(victim_row.get::<String, _>("User").as_deref(), Some("root"));
+    let admin_row = row_of(admin.id());
+    assert_eq!(admin_row.get::<String, _>("Info").as_deref(), Some("SHOW FULL PROCESSLIST"));
     // KILL QUERY; repeated in case it landed before the statement began (a kill between
     // statements is dropped, as in MySQL).
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -81,6 +94,19 @@ async fn kill_query_and_kill_connection() {
     let e = admin.query_drop("KILL 4000000").await.expect_err("unknown id");
     assert_eq!(server_code(&e), Some((1094, "HY000".into())), "{e}");
     assert!(e.to_string().contains("Unknown thread id: 4000000"), "{e}");
+
+    // max_execution_time (ms) stops a SELECT with 3024, and only SELECTs.
+    victim.query_drop("SET SESSION max_execution_time = 300").await.expect("set");
+    let started = Instant::now();
+    let e = victim.query_drop(LONG).await.expect_err("over the time limit");
+    assert_eq!(server_code(&e), Some((3024, "HY000".into())), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    victim.query_drop("UPDATE k.t SET v = v WHERE id < 10").await.expect("not a SELECT");
+    victim.query_drop("SET SESSION max_execution_time = 0").await.expect("set");
+    let sleeping = admin.query::<mysql_async::Row, _>("SHOW PROCESSLIST").await.expect("processlist");
+    let victim_row = sleeping.iter().find(|r| r.get::<i64, _>(0) == Some(i64::from(victim_id))).expect("victim row");
+    assert_eq!(victim_row.get::<String, _>("Command").as_deref(), Some("Sleep"));
+    assert_eq!(victim_row.get::<Option<String>, _>("Info"), Some(None));
 
     // KILL CONNECTION of an idle connection holding a row lock in an open transaction: the
     // connection closes, the transaction rolls back, and the lock is free at once.
