@@ -22,6 +22,14 @@ pub enum Results {
     Tpch(TpchReport),
 }
 
+/// Writes a run's results as `--json` does, and says where on `out`.
+pub fn save(out: &mut impl std::io::Write, path: &Path, results: &impl serde::Serialize) -> Result<()> {
+    std::fs::write(path, serde_json::to_string_pretty(results)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    writeln!(out, "results written to {}", path.display())?;
+    Ok(())
+}
+
 /// Reads a `--json` file of either benchmark.
 pub fn load(path: &Path) -> Result<Results> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;

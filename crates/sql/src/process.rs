@@ -25,7 +25,7 @@ struct Activity {
     host: String,
     db: Option<String>,
     /// The statement running, if any.
-    statement: Option<String>,
+    statement: Option<Arc<str>>,
     /// When the connection entered its current command (statement or sleep).
     since: Instant,
 }
@@ -59,15 +59,16 @@ impl Process {
     }
 
     /// A statement starts (`Some(text)`) or ends (`None`).
-    pub fn set_statement(&self, statement: Option<&str>) {
+    pub fn set_statement(&self, statement: Option<Arc<str>>) {
         let mut a = self.activity.lock();
-        a.statement = statement.map(str::to_string);
+        a.statement = statement;
         a.since = Instant::now();
     }
 
     fn row(&self, id: u32, full: bool) -> Vec<Value> {
         let a = self.activity.lock();
-        let info = a.statement.as_ref().map(|s| if full { s.clone() } else { s.chars().take(INFO_CHARS).collect() });
+        let info: Option<String> =
+            a.statement.as_deref().map(|s| if full { s.to_string() } else { s.chars().take(INFO_CHARS).collect() });
         vec![
             Value::Int(i64::from(id)),
             Value::str(a.user.clone()),
@@ -102,7 +103,7 @@ mod tests {
         a.set_host("127.0.0.1:5000".into());
         a.set_db(Some("tpcc".into()));
         let long = format!("SELECT {}", "x".repeat(200));
-        a.set_statement(Some(&long));
+        a.set_statement(Some(Arc::from(long.as_str())));
         let b = Arc::new(Process::new("app"));
         let QueryResult::Rows { columns, rows } = show(&[(7, b.clone()), (3, a.clone())], false) else {
             panic!("rows expected")

@@ -114,7 +114,7 @@ impl Engine {
 /// A prepared statement.
 pub struct Prepared {
     /// The statement's text, as the client sent it.
-    pub sql: String,
+    pub sql: Arc<str>,
     /// The statement with numbered placeholders.
     pub stmt: ast::Statement,
     /// Number of parameters.
@@ -391,7 +391,7 @@ impl Session {
     /// Runs a COM_QUERY text; several statements are an error unless `allow_multi` (the
     /// client's CLIENT_MULTI_STATEMENTS).
     pub async fn execute_text(&mut self, sql: &str, allow_multi: bool) -> Vec<Result<QueryResult>> {
-        self.process.set_statement(Some(sql));
+        self.process.set_statement(Some(Arc::from(sql)));
         let r = self.execute_text_inner(sql, allow_multi).await;
         self.process.set_statement(None);
         r
@@ -455,7 +455,7 @@ impl Session {
         };
         let id = self.next_stmt;
         self.next_stmt += 1;
-        self.prepared.insert(id, Prepared { sql: sql.to_string(), stmt, params, columns: columns.clone() });
+        self.prepared.insert(id, Prepared { sql: Arc::from(sql), stmt, params, columns: columns.clone() });
         Ok((id, params, columns))
     }
 
@@ -471,7 +471,7 @@ impl Session {
                 if p.params != params.len() {
                     return Err(Error::user(Code::WrongArguments, "Incorrect arguments to mysqld_stmt_execute"));
                 }
-                self.process.set_statement(Some(&p.sql));
+                self.process.set_statement(Some(p.sql.clone()));
                 p.stmt.clone()
             }
             None => {
@@ -727,18 +727,22 @@ impl Session {
             _ => 0,
         };
         let interrupt = self.process.interrupt.clone();
-        interrupt.begin_statement();
-        let timer = (limit_ms > 0).then(|| {
-            let interrupt = interrupt.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(std::time::Duration::from_millis(limit_ms as u64)).await;
-                interrupt.time_out();
-            })
-        });
-        let r = interrupt::scope(interrupt, exec_statement(&self.engine, &mut txn, &info, stmt, params)).await;
-        if let Some(timer) = timer {
-            timer.abort();
-        }
+        let engine = &self.engine;
+        let r = interrupt::scope(interrupt.clone(), async {
+            // Started inside the scope, after it has cleared the previous statement's state.
+            let timer = (limit_ms > 0).then(|| {
+                tokio::spawn(async move {
+                    tokio::time::sleep(std::time::Duration::from_millis(limit_ms as u64)).await;
+                    interrupt.time_out();
+                })
+            });
+            let r = exec_statement(engine, &mut txn, &info, stmt, params).await;
+            if let Some(timer) = timer {
+                timer.abort();
+            }
+            r
+        })
+        .await;
         txn.end_statement(r.is_ok());
         if single {
             let outcome = match r {

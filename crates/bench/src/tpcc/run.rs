@@ -353,9 +353,7 @@ pub async fn run(target: &Target, db: &str, opts: RunOptions) -> Result<TpccRepo
     };
     print_summary(&mut out, &report)?;
     if let Some(path) = &opts.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-        writeln!(out, "results written to {}", path.display())?;
+        crate::report::save(&mut out, path, &report)?;
     }
     Ok(report)
 }
