@@ -27,6 +27,7 @@ macro_rules! codes {
 codes! {
     DbCreateExists = 1007, "HY000";
     DbDropExists = 1008, "HY000";
+    TooManyConnections = 1040, "08004";
     AccessDenied = 1045, "28000";
     NoDb = 1046, "3D000";
     UnknownCom = 1047, "08S01";
@@ -50,6 +51,9 @@ codes! {
     WrongAutoKey = 1075, "42000";
     CantDropFieldOrKey = 1091, "42000";
     TooBigPrecision = 1426, "42000";
+    StackOverrun = 1436, "HY000";
+    AutoIncReadFailed = 1467, "HY000";
+    MaxPreparedStmtCountReached = 1461, "42000";
     UnknownError = 1105, "HY000";
     InvalidGroupFuncUse = 1111, "HY000";
     UnknownCharset = 1115, "42000";
@@ -69,6 +73,8 @@ codes! {
     DataOutOfRange = 1264, "22003";
     TruncatedWrongValue = 1292, "22007";
     InvalidCharacterString = 1300, "HY000";
+    WarnAllowedPacketOverflowed = 1301, "HY000";
+    CutValueGroupConcat = 1260, "HY000";
     QueryInterrupted = 1317, "70100";
     NoSuchThread = 1094, "HY000";
     ConnectionKilled = 1927, "70100";

@@ -4,13 +4,17 @@
 //! connection. Closing rolls back an open transaction.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+
+use futures_util::FutureExt;
 
 use strata_common::{Code, Error};
 use strata_sql::result::Column;
 use strata_sql::{QueryResult, Session};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tracing::debug;
+use tracing::{debug, error};
 
 use crate::auth;
 use crate::codec::{self, caps, status, Command};
@@ -21,6 +25,18 @@ struct Stmt {
     params: usize,
     types: Vec<(u8, bool)>,
     long: Vec<Option<Vec<u8>>>,
+    /// COM_STMT_SEND_LONG_DATA sent more than max_allowed_packet for one parameter: the
+    /// data was dropped and the next execution fails (1153).
+    long_overflow: bool,
+}
+
+/// A logged-in session's place under `max_connections`, given back when dropped.
+struct SessionSlot(Arc<AtomicUsize>);
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A client connection.
@@ -30,6 +46,8 @@ pub struct Connection<S> {
     opts: Arc<ServerOptions>,
     caps: u32,
     stmts: HashMap<u32, Stmt>,
+    sessions: Option<Arc<AtomicUsize>>,
+    slot: Option<SessionSlot>,
 }
 
 /// Why a connection ended abnormally.
@@ -47,7 +65,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Wraps an accepted stream.
     pub fn new(stream: S, session: Session, opts: Arc<ServerOptions>) -> Connection<S> {
         let max = opts.max_packet;
-        Connection { io: PacketIo::new(stream, max), session, opts, caps: 0, stmts: HashMap::new() }
+        Connection {
+            io: PacketIo::new(stream, max),
+            session,
+            opts,
+            caps: 0,
+            stmts: HashMap::new(),
+            sessions: None,
+            slot: None,
+        }
+    }
+
+    /// Counts this connection, once logged in, in `sessions` against `max_connections`.
+    pub fn with_session_count(mut self, sessions: Arc<AtomicUsize>) -> Connection<S> {
+        self.sessions = Some(sessions);
+        self
     }
 
     fn status(&self) -> u16 {
@@ -75,7 +107,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 
     async fn serve(&mut self) -> Result<(), ConnError> {
-        self.handshake().await?;
+        // A client that stalls during the handshake holds a task and a socket: it gets
+        // connect_timeout to finish, as in MySQL.
+        match tokio::time::timeout(self.opts.connect_timeout, self.handshake()).await {
+            Ok(r) => r?,
+            Err(_) => return Err(ConnError::Handshake("connect_timeout expired".into())),
+        }
         let interrupt = self.session.interrupt();
         loop {
             // An idle connection closes as soon as another connection kills it.
@@ -107,7 +144,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             if cmd == Command::Quit {
                 return Ok(());
             }
-            self.dispatch(cmd).await;
+            // Panics inside a statement are caught by the session (which rolls back its
+            // transaction); this catches the rest, so a bug costs one command an error,
+            // not the connection or the server.
+            let mark = self.io.mark();
+            if let Err(panic) = AssertUnwindSafe(self.dispatch(cmd)).catch_unwind().await {
+                self.io.rewind(mark);
+                let e = strata_sql::session::panicked(&*panic);
+                error!(conn = self.session.conn_id, error = %e, "command panicked");
+                let _ = self.session.rollback().await;
+                self.send_error(&e);
+            }
             self.io.flush().await?;
             if interrupt.connection_killed() {
                 return Ok(());
@@ -186,6 +233,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             self.send_error(&e);
             self.io.flush().await?;
             return Err(ConnError::Handshake("access denied".into()));
+        }
+        if let Some(sessions) = &self.sessions {
+            if sessions.fetch_add(1, Ordering::Relaxed) >= self.opts.max_connections {
+                sessions.fetch_sub(1, Ordering::Relaxed);
+                self.send_error(&Error::user(Code::TooManyConnections, "Too many connections"));
+                self.io.flush().await?;
+                return Err(ConnError::Handshake("too many connections".into()));
+            }
+            self.slot = Some(SessionSlot(sessions.clone()));
         }
         if plugin == auth::CACHING_SHA2 && !password.is_empty() {
             self.io.write(&[0x01, 0x03]); // fast authentication succeeded
@@ -283,7 +339,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 debug!(conn = self.session.conn_id, %sql, "prepare");
                 match self.session.prepare(&sql).await {
                     Ok((id, params, columns)) => {
-                        self.stmts.insert(id, Stmt { params, types: Vec::new(), long: vec![None; params] });
+                        self.stmts.insert(
+                            id,
+                            Stmt { params, types: Vec::new(), long: vec![None; params], long_overflow: false },
+                        );
                         let mut p = vec![0x00];
                         p.extend_from_slice(&id.to_le_bytes());
                         p.extend_from_slice(&(columns.len() as u16).to_le_bytes());
@@ -316,6 +375,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     ));
                     return;
                 };
+                if std::mem::take(&mut stmt.long_overflow) {
+                    stmt.long.iter_mut().for_each(|l| *l = None);
+                    self.send_error(&Error::user(
+                        Code::NetPacketTooLarge,
+                        "Parameter of prepared statement which is set through mysql_send_long_data() is longer than \
+                         'max_allowed_packet' bytes",
+                    ));
+                    return;
+                }
                 let params = match codec::parse_execute_params(body, stmt.params, &mut stmt.types, &mut stmt.long) {
                     Ok(p) => p,
                     Err(e) => {
@@ -338,9 +406,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             }
             Command::LongData(id, param, data) => {
                 // No response is sent for COM_STMT_SEND_LONG_DATA.
+                // Bounded by max_allowed_packet per parameter, like any other value.
+                let max = self.opts.max_packet;
                 if let Some(stmt) = self.stmts.get_mut(&id) {
                     if let Some(slot) = stmt.long.get_mut(param as usize) {
-                        slot.get_or_insert_with(Vec::new).extend_from_slice(data);
+                        let buf = slot.get_or_insert_with(Vec::new);
+                        if buf.len() + data.len() > max {
+                            *slot = None;
+                            stmt.long_overflow = true;
+                        } else {
+                            buf.extend_from_slice(data);
+                        }
                     }
                 }
             }
@@ -351,6 +427,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             Command::Reset(id) => match self.stmts.get_mut(&id) {
                 Some(stmt) => {
                     stmt.long.iter_mut().for_each(|l| *l = None);
+                    stmt.long_overflow = false;
                     let ok = codec::ok_packet(0, 0, self.status(), 0, "");
                     self.io.write(&ok);
                 }

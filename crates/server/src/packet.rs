@@ -74,6 +74,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
         }
     }
 
+    /// Where the queued output stands, to [`rewind`](Self::rewind) to.
+    pub fn mark(&self) -> (usize, u8) {
+        (self.out.len(), self.seq)
+    }
+
+    /// Drops what was queued after `mark` (a reply that could not be finished).
+    pub fn rewind(&mut self, mark: (usize, u8)) {
+        self.out.truncate(mark.0);
+        self.seq = mark.1;
+    }
+
     /// Sends everything queued.
     pub async fn flush(&mut self) -> std::io::Result<()> {
         if !self.out.is_empty() {

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use strata_sql::Engine;
 use tokio::net::TcpListener;
@@ -18,11 +19,20 @@ pub struct ServerOptions {
     pub root_password: String,
     /// max_allowed_packet.
     pub max_packet: usize,
+    /// max_connections: logged-in sessions allowed at once; one more is refused with 1040.
+    pub max_connections: usize,
+    /// connect_timeout: a client that has not finished logging in by then is disconnected.
+    pub connect_timeout: Duration,
 }
 
 impl Default for ServerOptions {
     fn default() -> ServerOptions {
-        ServerOptions { root_password: String::new(), max_packet: 64 << 20 }
+        ServerOptions {
+            root_password: String::new(),
+            max_packet: 64 << 20,
+            max_connections: 151,
+            connect_timeout: Duration::from_secs(10),
+        }
     }
 }
 
@@ -32,13 +42,20 @@ pub struct Server {
     engine: Arc<Engine>,
     opts: Arc<ServerOptions>,
     connections: Arc<AtomicUsize>,
+    sessions: Arc<AtomicUsize>,
 }
 
 impl Server {
     /// Binds `addr` (fails if the port is taken).
     pub async fn bind(addr: &str, engine: Arc<Engine>, opts: ServerOptions) -> std::io::Result<Server> {
         let listener = TcpListener::bind(addr).await?;
-        Ok(Server { listener, engine, opts: Arc::new(opts), connections: Arc::new(AtomicUsize::new(0)) })
+        Ok(Server {
+            listener,
+            engine,
+            opts: Arc::new(opts),
+            connections: Arc::new(AtomicUsize::new(0)),
+            sessions: Arc::new(AtomicUsize::new(0)),
+        })
     }
 
     /// The bound address (useful with port 0).
@@ -59,7 +76,10 @@ impl Server {
                     let (stream, peer) = match accepted {
                         Ok(x) => x,
                         Err(e) => {
+                            // Out of file descriptors, most likely: back off instead of
+                            // spinning on the same error.
                             warn!("accept failed: {e}");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
                             continue;
                         }
                     };
@@ -68,10 +88,11 @@ impl Server {
                     session.set_client_host(peer.to_string());
                     let opts = self.opts.clone();
                     let count = self.connections.clone();
+                    let sessions = self.sessions.clone();
                     count.fetch_add(1, Ordering::Relaxed);
                     tokio::spawn(async move {
                         let id = session.conn_id;
-                        let conn = Connection::new(stream, session, opts);
+                        let conn = Connection::new(stream, session, opts).with_session_count(sessions);
                         if let Err(e) = conn.run().await {
                             info!(conn = id, %peer, "connection ended: {e}");
                         }

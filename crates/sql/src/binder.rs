@@ -145,9 +145,8 @@ fn factor_or(e: Expr) -> Vec<Expr> {
             return common;
         }
     }
-    let rest = parts.into_iter().filter_map(and_all);
-    let disjunction = rest.reduce(|a, b| Expr::Binary(BinOp::Or, Box::new(a), Box::new(b)));
-    common.extend(disjunction);
+    let rest = parts.into_iter().filter_map(and_all).collect();
+    common.extend(combine_all(BinOp::Or, rest));
     common
 }
 
@@ -163,10 +162,26 @@ fn conjuncts_ast(e: &ast::Expr, out: &mut Vec<ast::Expr>) {
     }
 }
 
-/// AND of expressions (None for none).
-pub fn and_all(mut es: Vec<Expr>) -> Option<Expr> {
-    let first = if es.is_empty() { return None } else { es.remove(0) };
-    Some(es.into_iter().fold(first, |a, b| Expr::Binary(BinOp::And, Box::new(a), Box::new(b))))
+/// AND of expressions (None for none). Up to [`CHAIN`] parts make a left-deep chain, as
+/// written; longer lists (a row comparison of 100,000 columns) a balanced tree, so that a
+/// flat list from the client never becomes a deep tree here.
+pub fn and_all(es: Vec<Expr>) -> Option<Expr> {
+    combine_all(BinOp::And, es)
+}
+
+/// Parts a chain of AND/OR may have before it is built as a balanced tree.
+const CHAIN: usize = 64;
+
+/// `op` over all of `es`, associatively (see `and_all`).
+fn combine_all(op: BinOp, mut es: Vec<Expr>) -> Option<Expr> {
+    if es.len() > CHAIN {
+        let right = es.split_off(es.len() / 2);
+        let (l, r) = (combine_all(op, es)?, combine_all(op, right)?);
+        return Some(Expr::Binary(op, Box::new(l), Box::new(r)));
+    }
+    let mut it = es.into_iter();
+    let first = it.next()?;
+    Some(it.fold(first, |a, b| Expr::Binary(op, Box::new(a), Box::new(b))))
 }
 
 /// The object name's last part and optional database.
@@ -996,6 +1011,7 @@ impl<'a> Binder<'a> {
     /// Binds an expression against `scope`.
     pub fn expr(&mut self, e: &ast::Expr, scope: &Scope) -> Result<Expr> {
         use ast::Expr as A;
+        crate::depth::ensure_stack()?;
         Ok(match e {
             A::Identifier(id) => self.resolve(std::slice::from_ref(&id.value), scope)?,
             A::CompoundIdentifier(ids) => {
@@ -1010,6 +1026,12 @@ impl<'a> Binder<'a> {
                 match op {
                     ast::UnaryOperator::Not => Expr::Unary(UnaryOp::Not, Box::new(inner)),
                     ast::UnaryOperator::Minus => match inner {
+                        // -9223372036854775808 is BIGINT's minimum, not 0 minus an unsigned.
+                        Expr::Literal(Value::UInt(u)) => Expr::Literal(
+                            i64::try_from(-(u as i128))
+                                .map(Value::Int)
+                                .unwrap_or_else(|_| Value::Decimal(-rust_decimal::Decimal::from(u))),
+                        ),
                         Expr::Literal(v) if v.is_numeric() => {
                             crate::expr::binary(BinOp::Sub, Value::Int(0), v).map(Expr::Literal)?
                         }
@@ -1268,9 +1290,15 @@ impl<'a> Binder<'a> {
                 Ok(Expr::Func(fname.into(), vec![d, amount, unit]))
             }
             _ => {
-                // Validate the name now so unknown functions fail at bind time.
-                if !crate::functions::is_known(&name) {
+                // Validate the name and the argument count now, so bad calls fail at bind time.
+                let Some((min, max)) = crate::functions::arity(&name) else {
                     return Err(Error::user(Code::FunctionNotExists, format!("FUNCTION {name} does not exist")));
+                };
+                if bound.len() < min || bound.len() > max {
+                    return Err(Error::user(
+                        Code::WrongParamcountToNativeFct,
+                        format!("Incorrect parameter count in the call to native function '{name}'"),
+                    ));
                 }
                 Ok(Expr::Func(name, bound))
             }

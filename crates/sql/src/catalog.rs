@@ -369,6 +369,9 @@ impl Catalog {
             }
         }
         let (start, end) = self.reserve(table, row_id, 0).await?;
+        if start >= end {
+            return Err(auto_id_exhausted());
+        }
         let mut ranges = self.ranges.lock();
         let r = ranges.entry((table, row_id)).or_default();
         if r.next >= r.end || r.end < end {
@@ -392,10 +395,12 @@ impl Catalog {
                 return Ok(());
             }
         }
-        let (start, end) = self.reserve(table, false, used + 1).await?;
+        // At the top of BIGINT the next automatic value fails (1467), as in MySQL.
+        let after = used.saturating_add(1);
+        let (start, end) = self.reserve(table, false, after).await?;
         let mut ranges = self.ranges.lock();
         let r = ranges.entry((table, false)).or_default();
-        r.next = start.max(used + 1);
+        r.next = start.max(after);
         r.end = end;
         Ok(())
     }
@@ -409,7 +414,7 @@ impl Catalog {
                 None => 1,
             };
             let start = base.max(at_least);
-            let end = start + ID_BATCH;
+            let end = start.saturating_add(ID_BATCH);
             txn.put(key.clone(), end.to_le_bytes().to_vec());
             match txn.commit().await {
                 Ok(_) => return Ok((start, end)),
@@ -438,4 +443,9 @@ pub fn default_value(col: &ColumnInfo, now: &Value) -> Result<Value> {
         Some(DefaultValue::CurrentTimestamp) => col.ty.coerce(now.clone(), &col.name),
         None => Err(Error::user(Code::NoDefaultForField, format!("Field '{}' doesn't have a default value", col.name))),
     }
+}
+
+/// 1467: the AUTO_INCREMENT sequence has no values left.
+pub fn auto_id_exhausted() -> Error {
+    Error::user(Code::AutoIncReadFailed, "Failed to read auto-increment value from storage engine")
 }

@@ -326,7 +326,11 @@ impl DmlCtx<'_> {
                 let zero = row[ac].as_i64() == Some(0);
                 if row[ac].is_null() || zero {
                     let id = self.catalog.next_auto_id(table.id, false).await?;
-                    row[ac] = table.columns[ac].ty.coerce(Value::Int(id), &table.columns[ac].name)?;
+                    // Past the column type's maximum the sequence is used up.
+                    row[ac] = table.columns[ac]
+                        .ty
+                        .coerce(Value::Int(id), &table.columns[ac].name)
+                        .map_err(|_| crate::catalog::auto_id_exhausted())?;
                     first_auto.get_or_insert(id as u64);
                 } else if let Some(v) = row[ac].as_i64() {
                     self.catalog.rebase_auto_id(table.id, v).await?;

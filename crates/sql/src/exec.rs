@@ -113,6 +113,7 @@ where
     'c: 'a,
 {
     Box::pin(async move {
+        crate::depth::ensure_stack()?;
         Ok(match plan {
             Plan::Dual => vec![Vec::new()],
             Plan::Values(rows) => {
@@ -362,7 +363,8 @@ enum Acc {
     Min(Option<Value>),
     Max(Option<Value>),
     First(Option<Value>),
-    Concat(Option<Vec<u8>>),
+    /// GROUP_CONCAT's text so far, and whether it was cut at `group_concat_max_len`.
+    Concat(Option<Vec<u8>>, bool),
 }
 
 fn new_acc(f: AggFunc) -> Acc {
@@ -373,7 +375,7 @@ fn new_acc(f: AggFunc) -> Acc {
         AggFunc::Min => Acc::Min(None),
         AggFunc::Max => Acc::Max(None),
         AggFunc::First => Acc::First(None),
-        AggFunc::GroupConcat => Acc::Concat(None),
+        AggFunc::GroupConcat => Acc::Concat(None, false),
     }
 }
 
@@ -395,6 +397,7 @@ type Group = (Row, Vec<Acc>, Vec<HashSet<Vec<u8>>>);
 async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Vec<Row>, group: &[Expr], aggs: &[AggCall]) -> Result<Vec<Row>> {
     let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
     let mut groups: Vec<Group> = Vec::new();
+    let concat_max = crate::context::limits().group_concat_max_len;
     for r in &rows {
         checkpoint().await?;
         let mut gvals = Vec::with_capacity(group.len());
@@ -457,14 +460,27 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Vec<Row>, group: &[Expr], aggs: 
                         *f = Some(v);
                     }
                 }
-                Acc::Concat(c) => {
+                Acc::Concat(c, cut) => {
+                    if *cut {
+                        continue;
+                    }
                     let t = v.to_text().unwrap_or_default();
-                    match c {
+                    let buf = match c {
                         Some(buf) => {
                             buf.push(b',');
                             buf.extend(t);
+                            buf
                         }
-                        None => *c = Some(t),
+                        None => c.insert(t),
+                    };
+                    if buf.len() > concat_max {
+                        // Cut at group_concat_max_len bytes, on a character boundary.
+                        let mut end = concat_max;
+                        while end > 0 && (buf[end] & 0xC0) == 0x80 {
+                            end -= 1;
+                        }
+                        buf.truncate(end);
+                        *cut = true;
                     }
                 }
             }
@@ -476,6 +492,7 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Vec<Row>, group: &[Expr], aggs: 
     let mut out = Vec::with_capacity(groups.len());
     for (gvals, accs, _) in groups {
         let mut row = gvals;
+        let row_number = out.len() + 1;
         for acc in accs {
             row.push(match acc {
                 Acc::Count(n) => Value::Int(n),
@@ -494,7 +511,15 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Vec<Row>, group: &[Expr], aggs: 
                     other => Value::Double(other.as_f64().unwrap_or(0.0) / n as f64),
                 },
                 Acc::Min(m) | Acc::Max(m) | Acc::First(m) => m.unwrap_or(Value::Null),
-                Acc::Concat(c) => c.map(Value::Bytes).unwrap_or(Value::Null),
+                Acc::Concat(c, cut) => {
+                    if cut {
+                        crate::context::warn(
+                            Code::CutValueGroupConcat,
+                            format!("Row {row_number} was cut by GROUP_CONCAT()"),
+                        );
+                    }
+                    c.map(Value::Bytes).unwrap_or(Value::Null)
+                }
             });
         }
         out.push(row);

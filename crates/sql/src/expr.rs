@@ -382,6 +382,7 @@ impl Expr {
 
     /// Evaluates the expression on `row`.
     pub fn eval(&self, row: &[Value], ctx: &EvalCtx) -> Result<Value> {
+        crate::depth::ensure_stack()?;
         Ok(match self {
             Expr::Column(i) => {
                 row.get(*i).cloned().ok_or_else(|| Error::internal(format!("column {i} out of range")))?

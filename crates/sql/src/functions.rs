@@ -67,98 +67,50 @@ pub fn is_session_function(name: &str) -> bool {
     )
 }
 
-fn round_decimal(d: Decimal, places: i64, truncate: bool) -> Decimal {
+/// ROUND/TRUNCATE of a decimal to `places` digits after the point (before it if negative).
+fn round_decimal(d: Decimal, places: i64, truncate: bool) -> Result<Decimal> {
     let strategy = if truncate { RoundingStrategy::ToZero } else { RoundingStrategy::MidpointAwayFromZero };
     if places >= 0 {
-        d.round_dp_with_strategy(places.min(28) as u32, strategy)
-    } else {
-        let factor = Decimal::from(10i64.pow((-places).min(18) as u32));
-        (d / factor).round_dp_with_strategy(0, strategy) * factor
+        return Ok(d.round_dp_with_strategy(places.min(28) as u32, strategy));
     }
+    // A decimal has at most 29 digits: rounding to more tens than that leaves 0.
+    if places < -28 {
+        return Ok(Decimal::ZERO);
+    }
+    let factor = Decimal::from_i128_with_scale(10i128.pow((-places) as u32), 0);
+    (d / factor).round_dp_with_strategy(0, strategy).checked_mul(factor).ok_or_else(|| {
+        Error::user(Code::DataOutOfRangeBigint, format!("DECIMAL value is out of range in 'round({d},{places})'"))
+    })
 }
 
 /// Whether `name` is a scalar function this module implements.
 pub fn is_known(name: &str) -> bool {
-    matches!(
-        name,
-        "__unix_timestamp"
-            | "abs"
-            | "ascii"
-            | "ceil"
-            | "ceiling"
-            | "char_length"
-            | "character_length"
-            | "coalesce"
-            | "concat"
-            | "concat_ws"
-            | "date"
-            | "date_add_interval"
-            | "date_format"
-            | "date_sub_interval"
-            | "datediff"
-            | "day"
-            | "dayofmonth"
-            | "dayofweek"
-            | "dayofyear"
-            | "exp"
-            | "field"
-            | "floor"
-            | "greatest"
-            | "hex"
-            | "hour"
-            | "if"
-            | "ifnull"
-            | "instr"
-            | "isnull"
-            | "last_day"
-            | "lcase"
-            | "least"
-            | "left"
-            | "length"
-            | "ln"
-            | "locate"
-            | "log"
-            | "log10"
-            | "log2"
-            | "lower"
-            | "lpad"
-            | "ltrim"
-            | "md5"
-            | "microsecond"
-            | "mid"
-            | "minute"
-            | "mod"
-            | "month"
-            | "nullif"
-            | "octet_length"
-            | "pi"
-            | "position"
-            | "pow"
-            | "power"
-            | "quarter"
-            | "rand"
-            | "repeat"
-            | "replace"
-            | "reverse"
-            | "right"
-            | "round"
-            | "rpad"
-            | "rtrim"
-            | "second"
-            | "sign"
-            | "space"
-            | "sqrt"
-            | "substr"
-            | "substring"
-            | "to_days"
-            | "trim"
-            | "truncate"
-            | "ucase"
-            | "upper"
-            | "week"
-            | "weekday"
-            | "year"
-    )
+    arity(name).is_some()
+}
+
+/// How many arguments a scalar function takes (at least, at most); None when it is not a
+/// function this module implements. The binder checks calls against it (1582), so `call`
+/// can index its arguments.
+pub fn arity(name: &str) -> Option<(usize, usize)> {
+    const MANY: usize = usize::MAX;
+    Some(match name {
+        "pi" => (0, 0),
+        "rand" => (0, 1),
+        "__unix_timestamp" | "abs" | "ascii" | "ceil" | "ceiling" | "char_length" | "character_length" | "date"
+        | "day" | "dayofmonth" | "dayofweek" | "dayofyear" | "exp" | "floor" | "hex" | "hour" | "isnull"
+        | "last_day" | "lcase" | "length" | "ln" | "log10" | "log2" | "lower" | "ltrim" | "md5" | "microsecond"
+        | "minute" | "month" | "octet_length" | "quarter" | "reverse" | "rtrim" | "second" | "sign" | "space"
+        | "sqrt" | "to_days" | "trim" | "ucase" | "upper" | "weekday" | "year" => (1, 1),
+        "log" | "round" => (1, 2),
+        "datediff" | "date_format" | "ifnull" | "instr" | "left" | "right" | "mod" | "nullif" | "pow" | "power"
+        | "repeat" | "position" | "truncate" => (2, 2),
+        "locate" | "substr" | "substring" | "mid" => (2, 3),
+        "if" | "lpad" | "rpad" | "replace" | "date_add_interval" | "date_sub_interval" => (3, 3),
+        "coalesce" | "concat" => (1, MANY),
+        "concat_ws" | "greatest" | "least" | "field" => (2, MANY),
+        crate::failpoint::FUNCTION if crate::failpoint::enabled() => (1, 1),
+        _ => return None,
+    })
 }
 
 /// Calls a scalar function.
@@ -217,11 +169,11 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
         }
         "concat" => {
             nullable!();
-            let mut out = Vec::new();
-            for v in &args {
-                out.extend(v.to_text().unwrap_or_default());
+            let parts: Vec<Vec<u8>> = args.iter().map(|v| v.to_text().unwrap_or_default()).collect();
+            if !crate::context::fits_packet(name, parts.iter().map(Vec::len).sum()) {
+                return Ok(Value::Null);
             }
-            Value::Bytes(out)
+            Value::Bytes(parts.concat())
         }
         "concat_ws" => {
             if args.first().is_none_or(|v| v.is_null()) {
@@ -229,6 +181,10 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
             }
             let sep = args[0].to_text().unwrap_or_default();
             let parts: Vec<Vec<u8>> = args[1..].iter().filter_map(|v| v.to_text()).collect();
+            let len = parts.iter().map(Vec::len).sum::<usize>() + sep.len() * parts.len().saturating_sub(1);
+            if !crate::context::fits_packet(name, len) {
+                return Ok(Value::Null);
+            }
             Value::Bytes(parts.join(sep.as_slice()))
         }
         "length" | "octet_length" => {
@@ -297,7 +253,7 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
             if len <= 0 {
                 return Ok(Value::str(""));
             }
-            let end = (start + len).min(n);
+            let end = start.saturating_add(len).min(n);
             Value::str(chars[start as usize..end as usize].iter().collect::<String>())
         }
         "left" | "right" => {
@@ -317,7 +273,7 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
             if len < 0 {
                 return Ok(Value::Null);
             }
-            let len = len as usize;
+            let len = usize::try_from(len).unwrap_or(usize::MAX);
             let pad: Vec<char> = text(&args[2]).chars().collect();
             if s.len() >= len {
                 return Ok(Value::str(s[..len].iter().collect::<String>()));
@@ -325,7 +281,18 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
             if pad.is_empty() {
                 return Ok(Value::Null);
             }
-            let fill: String = pad.iter().cycle().take(len - s.len()).collect();
+            // The result's size is known before it is built: refuse it first if too big.
+            let fill_chars = len - s.len();
+            let pad_bytes: usize = pad.iter().map(|c| c.len_utf8()).sum();
+            let tail_bytes: usize = pad[..fill_chars % pad.len()].iter().map(|c| c.len_utf8()).sum();
+            let bytes = (fill_chars / pad.len())
+                .saturating_mul(pad_bytes)
+                .saturating_add(tail_bytes)
+                .saturating_add(s.iter().map(|c| c.len_utf8()).sum());
+            if !crate::context::fits_packet(name, bytes) {
+                return Ok(Value::Null);
+            }
+            let fill: String = pad.iter().cycle().take(fill_chars).collect();
             let body: String = s.iter().collect();
             Value::str(if name == "lpad" { fill + &body } else { body + &fill })
         }
@@ -336,7 +303,14 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
             if from.is_empty() {
                 return Ok(args[0].clone());
             }
-            Value::str(text(&args[0]).replace(&from, &text(&args[2])))
+            let (subject, to) = (text(&args[0]), text(&args[2]));
+            if to.len() > from.len() {
+                let grow = subject.matches(from.as_str()).count().saturating_mul(to.len() - from.len());
+                if !crate::context::fits_packet(name, subject.len().saturating_add(grow)) {
+                    return Ok(Value::Null);
+                }
+            }
+            Value::str(subject.replace(&from, &to))
         }
         "reverse" => {
             nullable!();
@@ -344,12 +318,20 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
         }
         "repeat" => {
             nullable!();
-            let n = args[1].as_i64().unwrap_or(0).clamp(0, 1 << 20) as usize;
-            Value::str(text(&args[0]).repeat(n))
+            let n = usize::try_from(args[1].as_i64().unwrap_or(0)).unwrap_or(0);
+            let s = text(&args[0]);
+            if !crate::context::fits_packet(name, s.len().saturating_mul(n)) {
+                return Ok(Value::Null);
+            }
+            Value::str(s.repeat(n))
         }
         "space" => {
             nullable!();
-            Value::str(" ".repeat(args[0].as_i64().unwrap_or(0).clamp(0, 1 << 20) as usize))
+            let n = usize::try_from(args[0].as_i64().unwrap_or(0)).unwrap_or(0);
+            if !crate::context::fits_packet(name, n) {
+                return Ok(Value::Null);
+            }
+            Value::str(" ".repeat(n))
         }
         "locate" | "instr" | "position" => {
             nullable!();
@@ -417,11 +399,11 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
                 Value::Int(i) if places >= 0 => Value::Int(*i),
                 Value::UInt(u) if places >= 0 => Value::UInt(*u),
                 Value::Int(_) | Value::UInt(_) => {
-                    let d = round_decimal(args[0].as_decimal().unwrap_or_default(), places, truncate);
+                    let d = round_decimal(args[0].as_decimal().unwrap_or_default(), places, truncate)?;
                     d.to_i64().map(Value::Int).unwrap_or(Value::Decimal(d))
                 }
                 Value::Decimal(d) => {
-                    let mut r = round_decimal(*d, places, truncate);
+                    let mut r = round_decimal(*d, places, truncate)?;
                     if places >= 0 {
                         r.rescale(places.min(28) as u32);
                     }
@@ -429,8 +411,10 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
                 }
                 v => {
                     let f = v.as_f64().unwrap_or(0.0);
-                    let m = 10f64.powi(places as i32);
-                    Value::Double(if truncate { (f * m).trunc() / m } else { (f * m).round() / m })
+                    // Beyond ±400 places a double is unchanged (or 0); clamping keeps powi sane.
+                    let m = 10f64.powi(places.clamp(-400, 400) as i32);
+                    let r = if truncate { (f * m).trunc() / m } else { (f * m).round() / m };
+                    Value::Double(if r.is_finite() { r } else { f })
                 }
             }
         }
@@ -440,7 +424,7 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
         }
         "pow" | "power" => {
             nullable!();
-            Value::Double(args[0].as_f64().unwrap_or(0.0).powf(args[1].as_f64().unwrap_or(0.0)))
+            finite(name, &args, args[0].as_f64().unwrap_or(0.0).powf(args[1].as_f64().unwrap_or(0.0)))?
         }
         "sqrt" => {
             nullable!();
@@ -453,7 +437,7 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
         }
         "exp" => {
             nullable!();
-            Value::Double(args[0].as_f64().unwrap_or(0.0).exp())
+            finite(name, &args, args[0].as_f64().unwrap_or(0.0).exp())?
         }
         "ln" | "log" => {
             nullable!();
@@ -591,12 +575,25 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
             }
         }
         "isnull" => Value::Int(args.first().is_none_or(|v| v.is_null()) as i64),
+        crate::failpoint::FUNCTION if crate::failpoint::enabled() => crate::failpoint::trigger(&args)?,
         "md5" => {
             nullable!();
             return Err(Error::unsupported("MD5"));
         }
         _ => return Err(Error::user(Code::FunctionNotExists, format!("FUNCTION {name} does not exist"))),
     })
+}
+
+/// A DOUBLE result, or MySQL's 1690 when it overflowed to infinity (or is not a number).
+fn finite(name: &str, args: &[Value], f: f64) -> Result<Value> {
+    if f.is_finite() {
+        return Ok(Value::Double(f));
+    }
+    let shown: Vec<String> = args.iter().map(Value::to_display).collect();
+    Err(Error::user(
+        Code::DataOutOfRangeBigint,
+        format!("DOUBLE value is out of range in '{name}({})'", shown.join(",")),
+    ))
 }
 
 fn rand_f64() -> f64 {
@@ -608,23 +605,28 @@ fn rand_f64() -> f64 {
 }
 
 /// Adds `amount` `unit`s to `d` (`sign` = -1 subtracts).
+/// None when the result falls outside years 0000-9999 (MySQL returns NULL then).
 pub fn add_interval(d: DateTime, amount: &Value, unit: &str, sign: i64) -> Option<DateTime> {
-    let n = amount.as_i64()? * sign;
-    let micros = |us: i64| Some(DateTime::from_micros(d.to_micros() + us));
+    let n = amount.as_i64()?.checked_mul(sign)?;
+    let micros = |per: i64| {
+        let us = d.to_micros().checked_add(n.checked_mul(per)?)?;
+        let (lo, hi) = (DateTime::from_ymd(0, 1, 1).to_micros(), DateTime::from_ymd(10000, 1, 1).to_micros());
+        (lo..hi).contains(&us).then(|| DateTime::from_micros(us))
+    };
     match unit {
-        "microsecond" => micros(n),
-        "second" => micros(n * 1_000_000),
-        "minute" => micros(n * 60_000_000),
-        "hour" => micros(n * 3_600_000_000),
-        "day" => micros(n * 86_400_000_000),
-        "week" => micros(n * 7 * 86_400_000_000),
+        "microsecond" => micros(1),
+        "second" => micros(1_000_000),
+        "minute" => micros(60_000_000),
+        "hour" => micros(3_600_000_000),
+        "day" => micros(86_400_000_000),
+        "week" => micros(7 * 86_400_000_000),
         "month" | "quarter" | "year" => {
             let months = match unit {
                 "month" => n,
-                "quarter" => n * 3,
-                _ => n * 12,
+                "quarter" => n.checked_mul(3)?,
+                _ => n.checked_mul(12)?,
             };
-            let total = d.year as i64 * 12 + d.month as i64 - 1 + months;
+            let total = (d.year as i64 * 12 + d.month as i64 - 1).checked_add(months)?;
             if !(0..=9999 * 12 + 11).contains(&total) {
                 return None;
             }
@@ -664,6 +666,8 @@ fn date_format(d: &DateTime, fmt: &str) -> String {
         }
         let Some(f) = chars.next() else { break };
         let dow = (d.day_number() + 5).rem_euclid(7) as usize;
+        // Month 0 (a zero date) has no name.
+        let month_name = (d.month as usize).checked_sub(1).and_then(|m| MONTHS.get(m)).copied().unwrap_or("");
         match f {
             'Y' => out += &format!("{:04}", d.year),
             'y' => out += &format!("{:02}", d.year % 100),
@@ -678,11 +682,8 @@ fn date_format(d: &DateTime, fmt: &str) -> String {
             's' | 'S' => out += &format!("{:02}", d.second),
             'f' => out += &format!("{:06}", d.micro),
             'p' => out += if d.hour < 12 { "AM" } else { "PM" },
-            'M' => out += MONTHS.get(d.month as usize - 1).copied().unwrap_or(""),
-            'b' => {
-                out += &MONTHS.get(d.month as usize - 1).copied().unwrap_or("")
-                    [..3.min(MONTHS.get(d.month as usize - 1).map_or(0, |m| m.len()))]
-            }
+            'M' => out += month_name,
+            'b' => out += month_name.get(..3).unwrap_or(""),
             'W' => out += DAYS[dow],
             'a' => out += &DAYS[dow][..3],
             'j' => out += &format!("{:03}", d.day_number() - DateTime::from_ymd(d.year, 1, 1).day_number() + 1),

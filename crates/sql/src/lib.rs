@@ -3,10 +3,13 @@
 
 pub mod binder;
 pub mod catalog;
+pub mod context;
 pub mod ddl;
+pub mod depth;
 pub mod dml;
 pub mod exec;
 pub mod expr;
+pub mod failpoint;
 pub mod functions;
 pub mod interrupt;
 pub mod plan;

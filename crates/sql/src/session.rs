@@ -7,9 +7,11 @@
 //! is rolled back, as in InnoDB).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use futures_util::FutureExt;
 use parking_lot::Mutex;
 use sqlparser::ast::{self, VisitMut};
 use sqlparser::dialect::MySqlDialect;
@@ -21,6 +23,7 @@ use strata_txn::{Isolation, Transaction, TxnOptions};
 
 use crate::binder::{Binder, SessionInfo};
 use crate::catalog::Catalog;
+use crate::context;
 use crate::dml::DmlCtx;
 use crate::exec::{execute, ExecCtx};
 use crate::interrupt::{self, Interrupt};
@@ -41,6 +44,8 @@ pub struct Engine {
     /// Every open session (its kill switch and what it is doing), by connection id.
     processes: Mutex<HashMap<u32, Arc<Process>>>,
     globals: Mutex<BTreeMap<String, Value>>,
+    /// Prepared statements open in all sessions (bounded by max_prepared_stmt_count).
+    prepared_stmts: AtomicUsize,
 }
 
 impl Engine {
@@ -55,6 +60,7 @@ impl Engine {
             active: Mutex::new(BTreeMap::new()),
             processes: Mutex::new(HashMap::new()),
             globals: Mutex::new(variables::defaults()),
+            prepared_stmts: AtomicUsize::new(0),
         }))
     }
 
@@ -144,7 +150,14 @@ pub struct Session {
     next_stmt: u32,
 }
 
+/// Parses `sql`, refusing statements nested too deeply to walk safely (see `depth`).
 fn parse(sql: &str) -> Result<Vec<ast::Statement>> {
+    let mut stmts = parse_unchecked(sql)?;
+    crate::depth::check_statements(&mut stmts)?;
+    Ok(stmts)
+}
+
+fn parse_unchecked(sql: &str) -> Result<Vec<ast::Statement>> {
     let parsed = Parser::parse_sql(&MySqlDialect {}, sql);
     if parsed.is_err() {
         // sqlparser does not take MySQL's `UPDATE t1, t2 SET ...`; the comma there is an
@@ -154,6 +167,9 @@ fn parse(sql: &str) -> Result<Vec<ast::Statement>> {
         }
     }
     parsed.map_err(|e| {
+        if e == sqlparser::parser::ParserError::RecursionLimitExceeded {
+            return crate::depth::stack_overrun("the statement", crate::depth::MAX_PARSE_NESTING);
+        }
         let msg = e.to_string();
         let msg = msg.trim_start_matches("sql parser error: ");
         Error::parse(format!("You have an error in your SQL syntax; check the manual that corresponds to your Strata version for the right syntax to use: {msg}"))
@@ -223,6 +239,19 @@ fn isolation_name(level: &str) -> Option<&'static str> {
 impl Drop for Session {
     fn drop(&mut self) {
         self.engine.processes.lock().remove(&self.conn_id);
+        // Normally already gone (the connection rolls back on close); this keeps GC from
+        // waiting forever on a session that ended any other way.
+        self.engine.active.lock().remove(&self.conn_id);
+        self.engine.prepared_stmts.fetch_sub(self.prepared.len(), Ordering::Relaxed);
+    }
+}
+
+/// One prepared statement's place in the server-wide count, given back if preparing fails.
+struct PreparedCount<'a>(&'a AtomicUsize);
+
+impl Drop for PreparedCount<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -335,6 +364,18 @@ impl Session {
         }
     }
 
+    /// The statement size limits from this session's variables.
+    fn limits(&self) -> context::Limits {
+        let var = |name: &str, default: usize| {
+            self.vars.get(name).and_then(|v| v.as_i64()).and_then(|n| usize::try_from(n).ok()).unwrap_or(default)
+        };
+        let d = context::Limits::default();
+        context::Limits {
+            max_allowed_packet: var("max_allowed_packet", d.max_allowed_packet),
+            group_concat_max_len: var("group_concat_max_len", d.group_concat_max_len),
+        }
+    }
+
     fn txn_options(&self, mode: Option<LockMode>) -> TxnOptions {
         let mode = mode.unwrap_or_else(|| match self.vars.get("tidb_txn_mode").map(value_text) {
             Some(m) if m.eq_ignore_ascii_case("optimistic") => LockMode::Optimistic,
@@ -440,6 +481,17 @@ impl Session {
             return Err(Error::user(Code::Parse, "You can only prepare one statement at a time"));
         }
         let mut stmt = stmts.remove(0);
+        // Each prepared statement holds memory until closed; the server-wide count is
+        // bounded as in MySQL (a client that never closes them fails, the server does not).
+        let limit = self.vars.get("max_prepared_stmt_count").and_then(|v| v.as_i64()).unwrap_or(16_382).max(0) as usize;
+        if self.engine.prepared_stmts.fetch_add(1, Ordering::Relaxed) >= limit {
+            self.engine.prepared_stmts.fetch_sub(1, Ordering::Relaxed);
+            return Err(Error::user(
+                Code::MaxPreparedStmtCountReached,
+                format!("Can't create more than max_prepared_stmt_count statements (current value: {limit})"),
+            ));
+        }
+        let counted = PreparedCount(&self.engine.prepared_stmts);
         let params = number_placeholders(&mut stmt);
         // A query is bound now, as MySQL does: unknown tables and columns are reported at
         // PREPARE, and drivers that read result metadata before executing get it. Types of
@@ -453,6 +505,7 @@ impl Session {
             }
             _ => Vec::new(),
         };
+        std::mem::forget(counted); // kept: the statement now counts until closed
         let id = self.next_stmt;
         self.next_stmt += 1;
         self.prepared.insert(id, Prepared { sql: Arc::from(sql), stmt, params, columns: columns.clone() });
@@ -488,7 +541,9 @@ impl Session {
 
     /// Drops a prepared statement.
     pub fn close_prepared(&mut self, id: u32) {
-        self.prepared.remove(&id);
+        if self.prepared.remove(&id).is_some() {
+            self.engine.prepared_stmts.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     /// Statements handled before the SQL parser (syntax it does not know).
@@ -728,21 +783,37 @@ impl Session {
         };
         let interrupt = self.process.interrupt.clone();
         let engine = &self.engine;
-        let r = interrupt::scope(interrupt.clone(), async {
-            // Started inside the scope, after it has cleared the previous statement's state.
-            let timer = (limit_ms > 0).then(|| {
-                tokio::spawn(async move {
+        let limits = self.limits();
+        let run = interrupt::scope(interrupt.clone(), async {
+            // Started inside the scope, after it has cleared the previous statement's state;
+            // stopped when the statement ends, even by a panic.
+            let _timer = (limit_ms > 0).then(|| {
+                AbortOnDrop(tokio::spawn(async move {
                     tokio::time::sleep(std::time::Duration::from_millis(limit_ms as u64)).await;
                     interrupt.time_out();
-                })
+                }))
             });
-            let r = exec_statement(engine, &mut txn, &info, stmt, params).await;
-            if let Some(timer) = timer {
-                timer.abort();
+            context::scope(limits, exec_statement(engine, &mut txn, &info, stmt, params)).await
+        });
+        // The last line of defence: a bug that panics fails this statement, not the server.
+        // What the transaction did before cannot be trusted any more, so it is rolled back
+        // (releasing its locks) and the session goes on without it.
+        let r = match AssertUnwindSafe(run).catch_unwind().await {
+            Ok((r, warnings)) => {
+                for (code, msg) in warnings {
+                    self.warn(code, msg);
+                }
+                r
             }
-            r
-        })
-        .await;
+            Err(panic) => {
+                let e = panicked(&*panic);
+                tracing::error!(conn = self.conn_id, error = %e, "statement panicked; rolling back its transaction");
+                let _ = txn.rollback().await;
+                self.finish_txn();
+                self.explicit = false;
+                return Err(e);
+            }
+        };
         txn.end_statement(r.is_ok());
         if single {
             let outcome = match r {
@@ -885,6 +956,25 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The error a statement that panicked fails with (1105), carrying the panic's message.
+pub fn panicked(payload: &(dyn std::any::Any + Send)) -> Error {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown cause".into());
+    Error::internal(format!("the statement failed on a server bug ({msg}); its transaction was rolled back"))
 }
 
 fn truncate_sql(s: &str) -> String {

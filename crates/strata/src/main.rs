@@ -47,6 +47,15 @@ struct ServerArgs {
     /// HTTP status port (0 picks a free port).
     #[arg(long, default_value_t = 10080)]
     status_port: u16,
+    /// Address the HTTP status port listens on (loopback unless asked otherwise).
+    #[arg(long, default_value = "127.0.0.1")]
+    status_host: String,
+    /// Logged-in connections allowed at once (max_connections); more get error 1040.
+    #[arg(long, default_value_t = 151)]
+    max_connections: usize,
+    /// Seconds a client has to finish logging in (connect_timeout).
+    #[arg(long, default_value_t = 10)]
+    connect_timeout: u64,
     /// Data directory.
     #[arg(long, default_value = "./strata-data")]
     data_dir: PathBuf,
@@ -66,7 +75,12 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Server(args) => {
-            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            // Statements run on the runtime's threads; give them the stack the depth limits
+            // are sized for (virtual memory: only what a statement touches is used).
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .thread_stack_size(strata_sql::depth::STACK_SIZE)
+                .build()?;
             let r = rt.block_on(server(args));
             // Statements still running on other connections are abandoned: everything they
             // could have committed is already durable.
@@ -109,11 +123,16 @@ async fn server(args: ServerArgs) -> Result<()> {
     let server = Server::bind(
         &addr,
         sql.clone(),
-        ServerOptions { root_password: args.root_password.clone(), ..Default::default() },
+        ServerOptions {
+            root_password: args.root_password.clone(),
+            max_connections: args.max_connections,
+            connect_timeout: Duration::from_secs(args.connect_timeout.max(1)),
+            ..Default::default()
+        },
     )
     .await
     .with_context(|| format!("cannot listen on {addr} (is the port taken?)"))?;
-    let status_addr = format!("{}:{}", args.host, args.status_port);
+    let status_addr = format!("{}:{}", args.status_host, args.status_port);
     let status = tokio::net::TcpListener::bind(&status_addr)
         .await
         .with_context(|| format!("cannot listen on {status_addr} (is the port taken?)"))?;

@@ -23,10 +23,22 @@ pub struct StrataProcess {
 impl StrataProcess {
     /// Starts a server on `data_dir` and waits until it listens.
     pub fn start(data_dir: &Path) -> StrataProcess {
+        Self::start_with_env(data_dir, &[])
+    }
+
+    /// Starts a server with extra environment variables (`STRATA_FAILPOINTS`, ...).
+    pub fn start_with_env(data_dir: &Path, env: &[(&str, &str)]) -> StrataProcess {
+        Self::start_with(data_dir, &[], env)
+    }
+
+    /// Starts a server with extra command-line options and environment variables.
+    pub fn start_with(data_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> StrataProcess {
         let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
             .args(["server", "--host", "127.0.0.1", "--port", "0", "--status-port", "0", "--data-dir"])
             .arg(data_dir)
+            .args(args)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
