@@ -167,7 +167,10 @@ fn parse_unchecked(sql: &str) -> Result<Vec<ast::Statement>> {
         }
     }
     parsed.map_err(|e| {
-        if e == sqlparser::parser::ParserError::RecursionLimitExceeded {
+        // Some parser paths report the recursion limit as a plain message.
+        if e == sqlparser::parser::ParserError::RecursionLimitExceeded
+            || e.to_string().contains("recursion limit exceeded")
+        {
             return crate::depth::stack_overrun("the statement", crate::depth::MAX_PARSE_NESTING);
         }
         let msg = e.to_string();
@@ -554,6 +557,9 @@ impl Session {
         match words.as_slice() {
             ["begin", "optimistic"] => Some(self.start(Some(LockMode::Optimistic)).await),
             ["begin", "pessimistic"] => Some(self.start(Some(LockMode::Pessimistic)).await),
+            // mysqldump --single-transaction. Every transaction reads one snapshot from its
+            // start timestamp, so "consistent snapshot" is what START TRANSACTION gives.
+            ["start", "transaction", "with", "consistent", "snapshot"] => Some(self.start(None).await),
             ["show", "warnings", ..] | ["show", "errors", ..] => {
                 let rows = self
                     .warnings

