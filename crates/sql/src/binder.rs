@@ -162,7 +162,7 @@ fn conjuncts_ast(e: &ast::Expr, out: &mut Vec<ast::Expr>) {
     }
 }
 
-/// AND of expressions (None for none). Up to [`CHAIN`] parts make a left-deep chain, as
+/// AND of expressions (None for none). Up to `CHAIN` (64) parts make a left-deep chain, as
 /// written; longer lists (a row comparison of 100,000 columns) a balanced tree, so that a
 /// flat list from the client never becomes a deep tree here.
 pub fn and_all(es: Vec<Expr>) -> Option<Expr> {

@@ -7,7 +7,7 @@
 //! evaluator. A deep enough tree overflows the thread's stack, and a stack overflow aborts
 //! the whole process, not one statement.
 //!
-//! So every parsed statement passes [`check_statement`] before anything else touches it:
+//! So every parsed statement passes [`check_statements`] before anything else touches it:
 //!
 //! ```text
 //!   parse ──► check_statement ──► depth ≤ MAX_EXPR_DEPTH ──► bind, plan, run, drop as usual
