@@ -107,6 +107,8 @@ codes! {
     WriteConflict = 9007, "HY000";
     InfoSchemaChanged = 8028, "HY000";
     AdminCheckTable = 8003, "HY000";
+    MemoryExceedForQuery = 8175, "HY000";
+    MemoryExceedForInstance = 8176, "HY000";
 }
 
 /// What a reader found blocking it: a lock from another transaction, to be resolved.

@@ -482,7 +482,124 @@ impl<'a> Binder<'a> {
             scope.columns.extend(rel.scope.columns.iter().cloned());
         }
         check_unique_aliases(&items.iter().map(|i| &i.0).collect::<Vec<_>>())?;
+        if let Some(plan) = self.reordered_join(&mut items, &offsets, &scope, preds)? {
+            return Ok((plan, scope));
+        }
         propagate_constants(preds);
+        let plan = self.join_items(items, &offsets, &scope, preds)?;
+        Ok((plan, scope))
+    }
+
+    /// Plans an all-inner join in an order where each table joins one already read on a
+    /// predicate, when the written order would not (`FROM t1, t2, t3 WHERE t1.a = t3.a AND
+    /// t3.b = t2.b` reads t1, t3, t2): a FROM list in any order must not become a cross
+    /// product of tables the WHERE clause connects. The order is greedy: the first table as
+    /// written, then repeatedly the first remaining table (as written) that a predicate
+    /// connects to those already joined, or the first remaining one when none is connected.
+    /// Returns None when that order is the written one (the usual case); otherwise the plan,
+    /// with a projection that puts columns back in written order, so `scope` and every
+    /// expression bound against it stay valid. ON conjuncts of inner joins are WHERE
+    /// conjuncts; they move into `preds`. Conjuncts the join cannot place (subqueries,
+    /// columns added after FROM) stay in `preds` in written order for the caller.
+    fn reordered_join(
+        &mut self,
+        items: &mut Vec<(Relation, JoinKind, Option<ast::Expr>)>,
+        offsets: &[usize],
+        scope: &Scope,
+        preds: &mut Vec<Expr>,
+    ) -> Result<Option<Plan>> {
+        if items.len() < 3 || items.iter().any(|i| i.1 != JoinKind::Inner) {
+            return Ok(None);
+        }
+        let total = scope.columns.len();
+        let widths: Vec<usize> = items.iter().map(|i| i.0.scope.columns.len()).collect();
+        let mut on_preds = Vec::new();
+        for (k, (rel, _, on)) in items.iter().enumerate() {
+            if let Some(on) = on {
+                let prefix_scope = Scope { columns: scope.columns[..offsets[k] + rel.scope.columns.len()].to_vec() };
+                conjuncts(self.expr(on, &prefix_scope)?, &mut on_preds);
+            }
+        }
+        let rel_of = |c: usize| offsets.partition_point(|&o| o <= c) - 1;
+        let placeable = |e: &Expr| !e.has_subquery() && e.columns().iter().all(|&c| c < total);
+        // The tables each placeable conjunct connects.
+        let edges: Vec<Vec<usize>> = preds
+            .iter()
+            .chain(&on_preds)
+            .filter(|e| placeable(e))
+            .map(|e| {
+                let mut rels: Vec<usize> = e.columns().into_iter().map(rel_of).collect();
+                rels.sort_unstable();
+                rels.dedup();
+                rels
+            })
+            .filter(|r| r.len() > 1)
+            .collect();
+        let n = items.len();
+        let mut order = vec![0];
+        let mut joined = vec![false; n];
+        joined[0] = true;
+        while order.len() < n {
+            let connected = (0..n).find(|&j| {
+                !joined[j] && edges.iter().any(|e| e.contains(&j) && e.iter().all(|&r| r == j || joined[r]))
+            });
+            let next = connected.unwrap_or_else(|| (0..n).find(|&j| !joined[j]).unwrap_or(0));
+            joined[next] = true;
+            order.push(next);
+        }
+        if order.iter().enumerate().all(|(i, &k)| i == k) {
+            return Ok(None);
+        }
+        // Column positions: written → planned.
+        let mut map = vec![0; total];
+        let mut new_offsets = Vec::with_capacity(n);
+        let mut at = 0;
+        for &k in &order {
+            new_offsets.push(at);
+            let width = widths[k];
+            for (i, m) in map[offsets[k]..offsets[k] + width].iter_mut().enumerate() {
+                *m = at + i;
+            }
+            at += width;
+        }
+        let remap = |e: Expr, map: &[usize]| {
+            e.transform(&mut |x| Ok(if let Expr::Column(i) = x { Expr::Column(map[i]) } else { x }))
+        };
+        let (mut planned, kept): (Vec<Expr>, Vec<Expr>) =
+            std::mem::take(preds).into_iter().chain(on_preds).partition(|e| placeable(e));
+        planned = planned.into_iter().map(|e| remap(e, &map)).collect::<Result<_>>()?;
+        propagate_constants(&mut planned);
+        let mut slots: Vec<Option<(Relation, JoinKind, Option<ast::Expr>)>> =
+            std::mem::take(items).into_iter().map(|(r, k, _)| Some((r, k, None))).collect();
+        let permuted = order.iter().map(|&k| slots[k].take().expect("each table once")).collect();
+        let planned_scope = Scope {
+            columns: order
+                .iter()
+                .flat_map(|&k| scope.columns[offsets[k]..offsets[k] + widths[k]].iter().cloned())
+                .collect(),
+        };
+        let plan = self.join_items(permuted, &new_offsets, &planned_scope, &mut planned)?;
+        // Whatever the join did not place goes back in written order.
+        let mut back = vec![0; total];
+        for (i, &m) in map.iter().enumerate() {
+            back[m] = i;
+        }
+        for e in planned {
+            preds.push(remap(e, &back)?);
+        }
+        preds.extend(kept);
+        Ok(Some(Plan::Project { input: Box::new(plan), exprs: map.into_iter().map(Expr::Column).collect() }))
+    }
+
+    /// Joins FROM items in the order given (`offsets` are their first columns in `scope`),
+    /// placing each conjunct of `preds` as early as its columns allow.
+    fn join_items(
+        &mut self,
+        items: Vec<(Relation, JoinKind, Option<ast::Expr>)>,
+        offsets: &[usize],
+        scope: &Scope,
+        preds: &mut Vec<Expr>,
+    ) -> Result<Plan> {
         let total = scope.columns.len();
         // Tables on the inner side of a LEFT JOIN must not receive WHERE conjuncts.
         let mut plan: Option<Plan> = None;
@@ -623,7 +740,7 @@ impl<'a> Binder<'a> {
             left_width += width;
         }
         debug_assert_eq!(left_width, total);
-        Ok((plan.unwrap_or(Plan::Dual), scope))
+        Ok(plan.unwrap_or(Plan::Dual))
     }
 
     // ----- SELECT -----
@@ -1000,9 +1117,18 @@ impl<'a> Binder<'a> {
         self.lock_reads = saved_lock;
         self.outer.pop();
         let correlated = self.correlated.pop().unwrap_or(true);
-        let (plan, sub_scope) = r?;
+        let (mut plan, sub_scope) = r?;
         if kind == SubqueryKind::Scalar && sub_scope.columns.len() != 1 {
             return Err(Error::user(Code::OperandColumns, "Operand should contain 1 column(s)"));
+        }
+        // EXISTS needs one row; a scalar subquery two (to tell "more than one").
+        let enough = match kind {
+            SubqueryKind::Exists => Some(1),
+            SubqueryKind::Scalar => Some(2),
+            SubqueryKind::Rows => None,
+        };
+        if let Some(n) = enough {
+            push_limit_into_scan(&mut plan, Some(&Expr::lit(Value::Int(n))), None);
         }
         self.subqueries.push(SubqueryPlan { plan, kind, correlated });
         Ok(self.subqueries.len() - 1)
@@ -1374,7 +1500,8 @@ fn push_limit_into_scan(plan: &mut Plan, limit: Option<&Expr>, offset: Option<&E
         Access::PkRange(r) => (r.eq.len(), true),
         _ => (0, false),
     };
-    if !pk_order {
+    // Without ORDER BY any rows will do, in whatever order the access path reads them.
+    if !pk_order && sort_keys.is_some() {
         return;
     }
     if let Some(keys) = sort_keys {

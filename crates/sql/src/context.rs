@@ -1,14 +1,29 @@
-//! What a running statement carries besides its transaction: the session's size limits and
-//! the warnings it raises. Scalar functions and operators deep in the executor find it through
-//! a task-local set around the statement, so they need no extra argument.
+//! What a running statement carries besides its transaction: the session's size limits, the
+//! warnings it raises and its memory tracker. Scalar functions and operators deep in the
+//! executor find it through a task-local set around the statement, so they need no extra
+//! argument.
 //!
 //! Outside a statement (constant folding in `SET`, unit tests) the limits are MySQL's
-//! defaults and warnings go nowhere.
+//! defaults, warnings go nowhere and memory is not tracked.
+//!
+//! ## Memory
+//!
+//! Every operator that holds rows (scans, joins, hash tables, aggregates, sorts, set
+//! operations, subquery results) charges what it holds to the statement's [`MemTracker`]
+//! through a [`Charge`], which gives the bytes back when it is dropped. Past the statement's
+//! quota (`tidb_mem_quota_query`, 1 GiB by default) the charge fails with TiDB's error 8175;
+//! the error unwinds the executor, and dropping its row buffers and their charges frees what
+//! the statement held. All statements together also charge one server-wide account whose
+//! limit (`--memory-limit`) fails the statement that crosses it with 8176. Sizes are
+//! estimates (values and their heap bytes, not allocator overhead), which is what a quota
+//! needs: the point is that no statement grows without bound.
 
 use std::cell::RefCell;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
-use strata_common::Code;
+use strata_common::{Code, Error, Result, Value};
 
 /// Size limits of one statement, from the session's variables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,8 +40,19 @@ impl Default for Limits {
     }
 }
 
+/// What one statement runs under.
+#[derive(Debug)]
+pub struct StatementEnv {
+    /// Size limits.
+    pub limits: Limits,
+    /// Its memory account.
+    pub memory: Arc<MemTracker>,
+    /// Read counters it adds to: its session's and the server's.
+    pub reads: [Arc<ReadCounters>; 2],
+}
+
 struct Current {
-    limits: Limits,
+    env: StatementEnv,
     warnings: RefCell<Vec<(Code, String)>>,
 }
 
@@ -34,9 +60,9 @@ tokio::task_local! {
     static CURRENT: Current;
 }
 
-/// Runs `f` (one statement) under `limits`; returns its output and the warnings it raised.
-pub async fn scope<F: Future>(limits: Limits, f: F) -> (F::Output, Vec<(Code, String)>) {
-    let current = Current { limits, warnings: RefCell::new(Vec::new()) };
+/// Runs `f` (one statement) under `env`; returns its output and the warnings it raised.
+pub async fn scope<F: Future>(env: StatementEnv, f: F) -> (F::Output, Vec<(Code, String)>) {
+    let current = Current { env, warnings: RefCell::new(Vec::new()) };
     CURRENT
         .scope(current, async move {
             let out = f.await;
@@ -47,7 +73,7 @@ pub async fn scope<F: Future>(limits: Limits, f: F) -> (F::Output, Vec<(Code, St
 
 /// The running statement's limits.
 pub fn limits() -> Limits {
-    CURRENT.try_with(|c| c.limits).unwrap_or_default()
+    CURRENT.try_with(|c| c.env.limits).unwrap_or_default()
 }
 
 /// Raises a warning on the running statement (`SHOW WARNINGS` lists it).
@@ -68,4 +94,248 @@ pub fn fits_packet(function: &str, len: usize) -> bool {
         format!("Result of {function}() was larger than max_allowed_packet ({max}) - truncated"),
     );
     false
+}
+
+/// How rows were read from the store, as MySQL's `Handler_read_*` status counters count
+/// them.
+#[derive(Clone, Copy, Debug)]
+pub enum Read {
+    /// A lookup by key: a point get, or the start of a range or index scan.
+    Key,
+    /// The next row of a range or index scan.
+    Next,
+    /// The next row of a full table scan.
+    RndNext,
+}
+
+/// Rows read, by kind (`SHOW STATUS LIKE 'Handler_read%'`).
+#[derive(Debug, Default)]
+pub struct ReadCounters {
+    counts: [AtomicU64; 3],
+}
+
+impl ReadCounters {
+    /// The count of one kind.
+    pub fn get(&self, kind: Read) -> u64 {
+        self.counts[kind as usize].load(Ordering::Relaxed)
+    }
+
+    /// Sets every count to zero (FLUSH STATUS).
+    pub fn reset(&self) {
+        for c in &self.counts {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+
+    fn add(&self, kind: Read, n: u64) {
+        self.counts[kind as usize].fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// Counts `n` rows read by the running statement.
+pub fn count_reads(kind: Read, n: usize) {
+    let _ = CURRENT.try_with(|c| {
+        for r in &c.env.reads {
+            r.add(kind, n as u64);
+        }
+    });
+}
+
+/// `tidb_mem_quota_query`'s default: 1 GiB per statement, as in TiDB.
+pub const DEFAULT_MEM_QUOTA: usize = 1 << 30;
+
+/// Bytes held by all running statements, and the limit on that sum (`--memory-limit`; 0 is
+/// no limit). One per process.
+static SERVER_USED: AtomicUsize = AtomicUsize::new(0);
+static SERVER_LIMIT: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the server-wide memory limit for statements (bytes; 0 for none).
+pub fn set_server_memory_limit(bytes: usize) {
+    SERVER_LIMIT.store(bytes, Ordering::Relaxed);
+}
+
+/// The server-wide memory limit (bytes; 0 for none).
+pub fn server_memory_limit() -> usize {
+    SERVER_LIMIT.load(Ordering::Relaxed)
+}
+
+/// Bytes all running statements hold now.
+pub fn server_memory_used() -> usize {
+    SERVER_USED.load(Ordering::Relaxed)
+}
+
+/// One statement's memory account.
+#[derive(Debug)]
+pub struct MemTracker {
+    used: AtomicUsize,
+    peak: AtomicUsize,
+    quota: usize,
+    conn_id: u64,
+}
+
+impl MemTracker {
+    /// An account with a quota in bytes (0 for none), for the statement of connection
+    /// `conn_id` (named in the error message, as TiDB does).
+    pub fn new(quota: usize, conn_id: u64) -> Arc<MemTracker> {
+        Arc::new(MemTracker { used: AtomicUsize::new(0), peak: AtomicUsize::new(0), quota, conn_id })
+    }
+
+    /// Bytes held now.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// The most bytes held at once.
+    pub fn peak(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    /// Adds `bytes`; fails when that crosses the statement's quota or the server's limit.
+    /// The bytes count as held either way: the caller's `Charge` gives them back.
+    fn consume(&self, bytes: usize) -> Result<()> {
+        let used = self.used.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        self.peak.fetch_max(used, Ordering::Relaxed);
+        let server = SERVER_USED.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        if self.quota > 0 && used > self.quota {
+            return Err(Error::user(
+                Code::MemoryExceedForQuery,
+                format!(
+                    "Your query has been cancelled due to exceeding the allowed memory limit for a single SQL \
+                     query. Please try narrowing your query scope or increase the tidb_mem_quota_query limit and \
+                     try again.[conn={}]",
+                    self.conn_id
+                ),
+            ));
+        }
+        let limit = server_memory_limit();
+        if limit > 0 && server > limit {
+            return Err(Error::user(
+                Code::MemoryExceedForInstance,
+                format!(
+                    "Your query has been cancelled due to exceeding the allowed memory limit for the tidb-server \
+                     instance and this query is currently using the most memory. Please try narrowing your query \
+                     scope or increase the tidb_server_memory_limit and try again.[conn={}]",
+                    self.conn_id
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn release(&self, bytes: usize) {
+        self.used.fetch_sub(bytes, Ordering::Relaxed);
+        SERVER_USED.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
+
+/// Bytes charged to the running statement's tracker, given back on drop. Outside a
+/// statement it tracks nothing.
+#[derive(Debug, Default)]
+pub struct Charge {
+    tracker: Option<Arc<MemTracker>>,
+    bytes: usize,
+}
+
+impl Charge {
+    /// A charge against the running statement's tracker.
+    pub fn new() -> Charge {
+        Charge { tracker: CURRENT.try_with(|c| c.env.memory.clone()).ok(), bytes: 0 }
+    }
+
+    /// Charges `bytes` more (8175/8176 past the limits).
+    pub fn add(&mut self, bytes: usize) -> Result<()> {
+        match &self.tracker {
+            Some(t) => {
+                self.bytes += bytes;
+                t.consume(bytes)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Charges the size of `row`.
+    pub fn add_row(&mut self, row: &[Value]) -> Result<()> {
+        self.add(row_size(row))
+    }
+
+    /// Gives back `bytes` (at most what is held), for a holder that shrank.
+    pub fn sub(&mut self, bytes: usize) {
+        let bytes = bytes.min(self.bytes);
+        if let Some(t) = &self.tracker {
+            t.release(bytes);
+        }
+        self.bytes -= bytes;
+    }
+
+    /// Bytes held by this charge.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Moves what `other` holds into this charge.
+    pub fn absorb(&mut self, mut other: Charge) {
+        if self.tracker.is_none() {
+            self.tracker = other.tracker.take();
+        } else if other.tracker.is_none() {
+            return;
+        }
+        self.bytes += std::mem::take(&mut other.bytes);
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        if let Some(t) = &self.tracker {
+            t.release(self.bytes);
+        }
+    }
+}
+
+/// Estimated bytes a row holds: its value slots plus the heap bytes of its strings.
+pub fn row_size(row: &[Value]) -> usize {
+    let heap: usize = row.iter().map(value_heap).sum();
+    std::mem::size_of::<Vec<Value>>() + std::mem::size_of_val(row) + heap
+}
+
+/// Heap bytes of one value.
+pub fn value_heap(v: &Value) -> usize {
+    match v {
+        Value::Bytes(b) => b.len(),
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn charges_fail_past_the_quota_and_are_given_back_on_drop() {
+        let tracker = MemTracker::new(1000, 7);
+        let t = tracker.clone();
+        let env = StatementEnv { limits: Limits::default(), memory: tracker.clone(), reads: Default::default() };
+        let ((), _) = scope(env, async move {
+            let mut a = Charge::new();
+            a.add(600).expect("within quota");
+            let mut b = Charge::new();
+            let e = b.add(600).expect_err("past quota");
+            assert_eq!(e.code(), Code::MemoryExceedForQuery);
+            assert!(e.to_string().contains("[conn=7]"), "{e}");
+            assert_eq!(t.used(), 1200);
+            drop(b);
+            assert_eq!(t.used(), 600);
+            let mut c = Charge::new();
+            c.add(100).expect("within quota");
+            a.absorb(c);
+            assert_eq!(a.bytes(), 700);
+            a.sub(200);
+            assert_eq!(t.used(), 500);
+        })
+        .await;
+        assert_eq!(tracker.used(), 0);
+        assert_eq!(tracker.peak(), 1200);
+        // Outside a statement nothing is tracked.
+        let mut free = Charge::new();
+        free.add(usize::MAX / 2).expect("untracked");
+    }
 }

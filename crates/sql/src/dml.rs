@@ -812,7 +812,7 @@ async fn select_rows(
     order: &[(Expr, bool)],
     limit: Option<&Expr>,
 ) -> Result<Vec<TableRow>> {
-    let mut rows = scan(ctx, table, access, filter, true).await?;
+    let (mut rows, _held) = scan(ctx, table, access, filter, true).await?;
     if let Some(r) = residual {
         let mut kept = Vec::with_capacity(rows.len());
         for row in rows {

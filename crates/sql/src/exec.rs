@@ -1,8 +1,11 @@
 //! The executor: runs a `Plan` inside a transaction and returns its rows.
 //!
-//! Operators materialize their output (a `Vec` of rows). That keeps each operator a few
-//! lines and is fast for the OLTP statements this path serves; large analytical queries
-//! belong to the columnar engine, which streams Arrow batches.
+//! Operators materialize their output (`Rows`). That keeps each operator a few lines and is
+//! fast for the OLTP statements this path serves; large analytical queries belong to the
+//! columnar engine, which streams Arrow batches. What every operator holds is charged to the
+//! statement's memory tracker (`context::Charge`), so a statement that would outgrow its
+//! quota fails with 8175 instead of taking the machine's memory. Table scans read the store
+//! in growing batches and stop as soon as they have the rows a pushed-down LIMIT asks for.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -16,6 +19,7 @@ use strata_common::{Code, Error, Result, Value};
 use strata_txn::Transaction;
 
 use crate::catalog::TableInfo;
+use crate::context::{count_reads, row_size, Charge, Read};
 use crate::expr::{AggCall, AggFunc, EvalCtx, Expr, Row, SubqueryKind, SubqueryValue, SubqueryValues};
 use crate::interrupt::checkpoint;
 use crate::plan::{Access, JoinKind, KeyRange, Plan, SubqueryPlan};
@@ -35,6 +39,8 @@ pub struct ExecCtx<'a> {
     /// Enclosing rows (innermost last).
     pub outer: Vec<Row>,
     cache: HashMap<usize, SubqueryValue>,
+    /// Memory held by cached subquery results.
+    cache_charge: Charge,
 }
 
 /// A row read from a table with its key.
@@ -50,7 +56,7 @@ pub struct TableRow {
 impl<'a> ExecCtx<'a> {
     /// A context for one statement.
     pub fn new(txn: &'a mut Transaction, params: &'a [Value], subqueries: Arc<Vec<SubqueryPlan>>) -> ExecCtx<'a> {
-        ExecCtx { txn, params, subqueries, outer: Vec::new(), cache: HashMap::new() }
+        ExecCtx { txn, params, subqueries, outer: Vec::new(), cache: HashMap::new(), cache_charge: Charge::new() }
     }
 
     fn eval_ctx<'b>(&'b self, sub: &'b SubqueryValues) -> EvalCtx<'b> {
@@ -89,7 +95,13 @@ impl<'a> ExecCtx<'a> {
                     )
                 }
                 SubqueryKind::Exists => SubqueryValue::Exists(!rows.is_empty()),
-                SubqueryKind::Rows => SubqueryValue::Rows(rows),
+                SubqueryKind::Rows => {
+                    let (rows, charge) = rows.into_parts();
+                    if !sq.correlated {
+                        self.cache_charge.absorb(charge);
+                    }
+                    SubqueryValue::Rows(rows)
+                }
             };
             if !sq.correlated {
                 self.cache.insert(id, v.clone());
@@ -107,37 +119,140 @@ impl<'a> ExecCtx<'a> {
     }
 }
 
+/// Rows an operator produced, with their memory charged to the statement (see
+/// `context`). Dropping them, or the iterator they were turned into, gives the memory back.
+#[derive(Debug, Default)]
+pub struct Rows {
+    rows: Vec<Row>,
+    charge: Charge,
+}
+
+impl Rows {
+    /// No rows, charging the running statement.
+    pub fn new() -> Rows {
+        Rows { rows: Vec::new(), charge: Charge::new() }
+    }
+
+    /// Rows built elsewhere, charged now.
+    pub fn from_vec(rows: Vec<Row>) -> Result<Rows> {
+        let mut charge = Charge::new();
+        charge.add(rows.iter().map(|r| row_size(r)).sum())?;
+        Ok(Rows { rows, charge })
+    }
+
+    /// Appends a row, charging its size (8175 past the statement's quota).
+    pub fn push(&mut self, row: Row) -> Result<()> {
+        self.charge.add_row(&row)?;
+        self.rows.push(row);
+        Ok(())
+    }
+
+    /// Appends all of `other`.
+    pub fn append(&mut self, mut other: Rows) {
+        self.rows.append(&mut other.rows);
+        self.charge.absorb(std::mem::take(&mut other.charge));
+    }
+
+    /// The rows, no longer tracked.
+    pub fn into_vec(self) -> Vec<Row> {
+        self.rows
+    }
+
+    /// The rows and their charge, for an operator that keeps them in another form.
+    pub fn into_parts(self) -> (Vec<Row>, Charge) {
+        (self.rows, self.charge)
+    }
+
+    /// Keeps the rows `keep` accepts.
+    fn retain(&mut self, keep: impl FnMut(&Row) -> bool) {
+        self.rows.retain(keep);
+    }
+}
+
+impl std::ops::Deref for Rows {
+    type Target = [Row];
+    fn deref(&self) -> &[Row] {
+        &self.rows
+    }
+}
+
+impl std::ops::DerefMut for Rows {
+    fn deref_mut(&mut self) -> &mut [Row] {
+        &mut self.rows
+    }
+}
+
+/// Iterates owned rows; their charge is given back when the iteration is dropped.
+pub struct RowsIter {
+    inner: std::vec::IntoIter<Row>,
+    _charge: Charge,
+}
+
+impl Iterator for RowsIter {
+    type Item = Row;
+    fn next(&mut self) -> Option<Row> {
+        self.inner.next()
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl IntoIterator for Rows {
+    type Item = Row;
+    type IntoIter = RowsIter;
+    fn into_iter(self) -> RowsIter {
+        RowsIter { inner: self.rows.into_iter(), _charge: self.charge }
+    }
+}
+
+impl<'a> IntoIterator for &'a Rows {
+    type Item = &'a Row;
+    type IntoIter = std::slice::Iter<'a, Row>;
+    fn into_iter(self) -> std::slice::Iter<'a, Row> {
+        self.rows.iter()
+    }
+}
+
+/// Evaluates a LIMIT/OFFSET count (NULL for none; negative counts as 0).
+fn count_of(ctx: &ExecCtx, e: Option<&Expr>) -> Result<Option<usize>> {
+    match e {
+        None => Ok(None),
+        Some(e) => match ctx.eval_const(e)? {
+            Value::Null => Ok(None),
+            v => Ok(Some(v.as_i64().unwrap_or(0).max(0) as usize)),
+        },
+    }
+}
+
 /// Runs a plan.
-pub fn execute<'a, 'c>(plan: &'a Plan, ctx: &'a mut ExecCtx<'c>) -> BoxFuture<'a, Result<Vec<Row>>>
+pub fn execute<'a, 'c>(plan: &'a Plan, ctx: &'a mut ExecCtx<'c>) -> BoxFuture<'a, Result<Rows>>
 where
     'c: 'a,
 {
     Box::pin(async move {
         crate::depth::ensure_stack()?;
-        Ok(match plan {
-            Plan::Dual => vec![Vec::new()],
+        let mut out = Rows::new();
+        match plan {
+            Plan::Dual => out.push(Vec::new())?,
             Plan::Values(rows) => {
-                let mut out = Vec::with_capacity(rows.len());
                 for r in rows {
                     let mut vals = Vec::with_capacity(r.len());
                     for e in r {
                         vals.push(ctx.eval(e, &Vec::new()).await?);
                     }
-                    out.push(vals);
+                    out.push(vals)?;
                 }
-                out
             }
             Plan::Scan { table, access, filter, lock, limit } => {
-                let n = match limit {
-                    Some(e) => Some(ctx.eval_const(e)?.as_i64().unwrap_or(0).max(0) as usize),
-                    None => None,
-                };
-                scan_limited(ctx, table, access, filter.as_ref(), *lock, n).await?.into_iter().map(|r| r.row).collect()
+                let n = count_of(ctx, limit.as_ref())?;
+                let mut charge = Charge::new();
+                let rows = scan_limited(ctx, table, access, filter.as_ref(), *lock, n, &mut charge).await?;
+                out = Rows { rows: rows.into_iter().map(|r| r.row).collect(), charge };
             }
             Plan::Filter { input, pred } => {
                 let rows = execute(input, ctx).await?;
                 let ids = pred.subquery_ids();
-                let mut out = Vec::with_capacity(rows.len());
                 for r in rows {
                     checkpoint().await?;
                     let keep = if ids.is_empty() {
@@ -148,28 +263,24 @@ where
                         pred.eval_pred(&r, &ctx.eval_ctx(&sub))?
                     };
                     if keep {
-                        out.push(r);
+                        out.push(r)?;
                     }
                 }
-                out
             }
             Plan::Project { input, exprs } => {
                 let rows = execute(input, ctx).await?;
                 let ids: Vec<usize> = exprs.iter().flat_map(|e| e.subquery_ids()).collect();
-                let mut out = Vec::with_capacity(rows.len());
                 for r in rows {
                     checkpoint().await?;
                     let sub =
                         if ids.is_empty() { SubqueryValues::default() } else { ctx.subqueries_for(&ids, &r).await? };
                     let ec = ctx.eval_ctx(&sub);
-                    out.push(exprs.iter().map(|e| e.eval(&r, &ec)).collect::<Result<Vec<_>>>()?);
+                    out.push(exprs.iter().map(|e| e.eval(&r, &ec)).collect::<Result<Vec<_>>>()?)?;
                 }
-                out
             }
             Plan::Join { left, right, kind, on, right_width, correlated } => {
                 let lrows = execute(left, ctx).await?;
                 let static_right = if *correlated { None } else { Some(execute(right, ctx).await?) };
-                let mut out = Vec::new();
                 for l in lrows {
                     checkpoint().await?;
                     let correlated_rows;
@@ -185,19 +296,18 @@ where
                     };
                     join_row(ctx, l, rrows, on.as_ref(), *kind, *right_width, &mut out).await?;
                 }
-                out
             }
             Plan::HashJoin { left, right, left_keys, right_keys, kind, on, right_width } => {
-                let rrows = execute(right, ctx).await?;
+                let (rrows, mut held) = execute(right, ctx).await?.into_parts();
                 let mut table: HashMap<Vec<u8>, Vec<Row>> = HashMap::new();
                 for r in rrows {
                     checkpoint().await?;
                     if let Some(key) = join_key(ctx, right_keys, &r).await? {
+                        held.add(key.len() + std::mem::size_of::<Vec<Row>>())?;
                         table.entry(key).or_default().push(r);
                     }
                 }
                 let lrows = execute(left, ctx).await?;
-                let mut out = Vec::new();
                 let none: Vec<Row> = Vec::new();
                 for l in lrows {
                     checkpoint().await?;
@@ -207,55 +317,50 @@ where
                     };
                     join_row(ctx, l, matches, on.as_ref(), *kind, *right_width, &mut out).await?;
                 }
-                out
             }
             Plan::Aggregate { input, group, aggs } => {
                 let rows = execute(input, ctx).await?;
-                aggregate(ctx, rows, group, aggs).await?
+                out = aggregate(ctx, rows, group, aggs).await?;
             }
             Plan::Sort { input, keys } => {
-                let rows = execute(input, ctx).await?;
-                sort_by_keys(ctx, rows, keys, |r| r).await?
+                let (rows, charge) = execute(input, ctx).await?.into_parts();
+                let rows = sort_by_keys(ctx, rows, keys, |r| r).await?;
+                out = Rows { rows, charge };
             }
             Plan::Limit { input, limit, offset } => {
-                let rows = execute(input, ctx).await?;
-                let count = |e: &Option<Expr>, ctx: &ExecCtx| -> Result<Option<usize>> {
-                    match e {
-                        None => Ok(None),
-                        Some(e) => match ctx.eval_const(e)? {
-                            Value::Null => Ok(None),
-                            v => Ok(Some(v.as_i64().unwrap_or(0).max(0) as usize)),
-                        },
-                    }
-                };
-                let off = count(offset, ctx)?.unwrap_or(0);
-                let lim = count(limit, ctx)?.unwrap_or(usize::MAX);
-                rows.into_iter().skip(off).take(lim).collect()
+                let mut rows = execute(input, ctx).await?;
+                let off = count_of(ctx, offset.as_ref())?.unwrap_or(0);
+                let lim = count_of(ctx, limit.as_ref())?.unwrap_or(usize::MAX);
+                let end = off.saturating_add(lim).min(rows.rows.len());
+                rows.rows.truncate(end);
+                rows.rows.drain(..off.min(end));
+                out = rows;
             }
-            Plan::Distinct { input } => dedup(execute(input, ctx).await?),
+            Plan::Distinct { input } => {
+                out = execute(input, ctx).await?;
+                dedup(&mut out)?;
+            }
             Plan::Union { inputs, all } => {
-                let mut out = Vec::new();
                 for i in inputs {
-                    out.extend(execute(i, ctx).await?);
+                    out.append(execute(i, ctx).await?);
                 }
-                if *all {
-                    out
-                } else {
-                    dedup(out)
+                if !*all {
+                    dedup(&mut out)?;
                 }
             }
             Plan::Truncate { input, width } => {
-                let mut rows = execute(input, ctx).await?;
-                for r in &mut rows {
+                out = execute(input, ctx).await?;
+                for r in out.iter_mut() {
                     r.truncate(*width);
                 }
-                rows
             }
-        })
+        }
+        Ok(out)
     })
 }
 
 /// Sorts items by keys evaluated on each item's row (`desc` per key; NULLs first ascending).
+/// The sort keys are charged to the statement while they live.
 pub async fn sort_by_keys<T>(
     ctx: &mut ExecCtx<'_>,
     items: Vec<T>,
@@ -263,11 +368,14 @@ pub async fn sort_by_keys<T>(
     row_of: impl Fn(&T) -> &Row,
 ) -> Result<Vec<T>> {
     let mut keyed = Vec::with_capacity(items.len());
+    let mut key_bytes = Charge::new();
     for item in items {
+        checkpoint().await?;
         let mut k = Vec::with_capacity(keys.len());
         for (e, _) in keys {
             k.push(ctx.eval(e, row_of(&item)).await?);
         }
+        key_bytes.add_row(&k)?;
         keyed.push((k, item));
     }
     keyed.sort_by(|a, b| {
@@ -305,7 +413,7 @@ async fn join_row(
     on: Option<&Expr>,
     kind: JoinKind,
     right_width: usize,
-    out: &mut Vec<Row>,
+    out: &mut Rows,
 ) -> Result<()> {
     let mut matched = false;
     for r in candidates {
@@ -318,13 +426,13 @@ async fn join_row(
         };
         if ok {
             matched = true;
-            out.push(joined);
+            out.push(joined)?;
         }
     }
     if !matched && kind == JoinKind::Left {
         let mut joined = left;
         joined.extend(std::iter::repeat_n(Value::Null, right_width));
-        out.push(joined);
+        out.push(joined)?;
     }
     Ok(())
 }
@@ -343,17 +451,23 @@ fn normalize_join_key(v: &Value) -> Value {
     }
 }
 
-fn dedup(rows: Vec<Row>) -> Vec<Row> {
+/// Removes duplicate rows, keeping the first of each; the set of seen rows is charged while
+/// it lives.
+fn dedup(rows: &mut Rows) -> Result<()> {
     let mut seen = HashSet::new();
-    rows.into_iter()
-        .filter(|r| {
-            let mut k = Vec::new();
-            for v in r {
-                memcmp::encode_value(&mut k, &normalize_join_key(v));
-            }
-            seen.insert(k)
-        })
-        .collect()
+    let mut held = Charge::new();
+    let mut keys = Vec::with_capacity(rows.len());
+    for r in rows.iter() {
+        let mut k = Vec::new();
+        for v in r {
+            memcmp::encode_value(&mut k, &normalize_join_key(v));
+        }
+        held.add(k.len() + std::mem::size_of::<Vec<u8>>())?;
+        keys.push(seen.insert(k));
+    }
+    let mut first = keys.into_iter();
+    rows.retain(|_| first.next().unwrap_or(false));
+    Ok(())
 }
 
 enum Acc {
@@ -394,11 +508,14 @@ fn add_values(a: Option<Value>, v: &Value) -> Result<Option<Value>> {
 /// One group: its key values, accumulators, and the DISTINCT sets of its aggregates.
 type Group = (Row, Vec<Acc>, Vec<HashSet<Vec<u8>>>);
 
-async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Vec<Row>, group: &[Expr], aggs: &[AggCall]) -> Result<Vec<Row>> {
+/// Groups, DISTINCT sets and GROUP_CONCAT texts are charged to the statement as they grow.
+async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Rows, group: &[Expr], aggs: &[AggCall]) -> Result<Rows> {
     let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
     let mut groups: Vec<Group> = Vec::new();
+    let mut held = Charge::new();
+    let group_size = std::mem::size_of::<Group>() + aggs.len() * (std::mem::size_of::<Acc>() + 48);
     let concat_max = crate::context::limits().group_concat_max_len;
-    for r in &rows {
+    for r in rows.iter() {
         checkpoint().await?;
         let mut gvals = Vec::with_capacity(group.len());
         let mut key = Vec::new();
@@ -410,6 +527,8 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Vec<Row>, group: &[Expr], aggs: 
         let gi = match index.get(&key) {
             Some(i) => *i,
             None => {
+                held.add(group_size + 2 * key.len())?;
+                held.add_row(&gvals)?;
                 groups.push((
                     gvals,
                     aggs.iter().map(|a| new_acc(a.func)).collect(),
@@ -432,9 +551,11 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Vec<Row>, group: &[Expr], aggs: 
                 for v in &args {
                     memcmp::encode_value(&mut k, &normalize_join_key(v));
                 }
+                let len = k.len();
                 if !groups[gi].2[ai].insert(k) {
                     continue;
                 }
+                held.add(len + std::mem::size_of::<Vec<u8>>())?;
             }
             let v = args.into_iter().next().unwrap_or(Value::Null);
             let acc = &mut groups[gi].1[ai];
@@ -465,6 +586,7 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Vec<Row>, group: &[Expr], aggs: 
                         continue;
                     }
                     let t = v.to_text().unwrap_or_default();
+                    held.add(t.len().min(concat_max) + 1)?;
                     let buf = match c {
                         Some(buf) => {
                             buf.push(b',');
@@ -489,7 +611,8 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Vec<Row>, group: &[Expr], aggs: 
     if groups.is_empty() && group.is_empty() {
         groups.push((Vec::new(), aggs.iter().map(|a| new_acc(a.func)).collect(), Vec::new()));
     }
-    let mut out = Vec::with_capacity(groups.len());
+    drop(rows);
+    let mut out = Rows::new();
     for (gvals, accs, _) in groups {
         let mut row = gvals;
         let row_number = out.len() + 1;
@@ -522,7 +645,7 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Vec<Row>, group: &[Expr], aggs: 
                 }
             });
         }
-        out.push(row);
+        out.push(row)?;
     }
     Ok(out)
 }
@@ -593,18 +716,28 @@ fn eq_values(ctx: &ExecCtx, exprs: &[Expr], cols: &[usize], table: &TableInfo) -
 }
 
 /// Reads rows of a table through an access path, applying `filter`. With `lock`, the rows
-/// returned are locked and read at their latest committed version (current read).
+/// returned are locked and read at their latest committed version (current read). The rows
+/// are charged to the statement; the charge comes with them.
 pub async fn scan(
     ctx: &mut ExecCtx<'_>,
     table: &Arc<TableInfo>,
     access: &Access,
     filter: Option<&Expr>,
     lock: bool,
-) -> Result<Vec<TableRow>> {
-    scan_limited(ctx, table, access, filter, lock, None).await
+) -> Result<(Vec<TableRow>, Charge)> {
+    let mut charge = Charge::new();
+    let rows = scan_limited(ctx, table, access, filter, lock, None, &mut charge).await?;
+    Ok((rows, charge))
 }
 
-/// `scan`, returning at most `limit` rows (in key order) when given.
+/// Rows read from the store per request at first; each further request of the same scan
+/// reads twice as many, up to `MAX_BATCH`. A scan that only needs a few rows (`LIMIT`,
+/// `EXISTS`) stops after its first batch; one that reads everything makes few requests.
+const FIRST_BATCH: usize = 256;
+const MAX_BATCH: usize = 16 * 1024;
+
+/// `scan`, returning at most `limit` rows (in key order) when given, charging them to
+/// `charge`. Ranges are read in batches, so the scan stops as soon as it has `limit` rows.
 pub async fn scan_limited(
     ctx: &mut ExecCtx<'_>,
     table: &Arc<TableInfo>,
@@ -612,29 +745,33 @@ pub async fn scan_limited(
     filter: Option<&Expr>,
     lock: bool,
     limit: Option<usize>,
+    charge: &mut Charge,
 ) -> Result<Vec<TableRow>> {
-    let limit = limit.unwrap_or(usize::MAX);
-    let mut candidates: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
-    let mut point = false;
+    let mut s =
+        Scanner { table, filter, lock, limit: limit.unwrap_or(usize::MAX), out: Vec::new(), charge, full_scan: false };
+    if s.limit == 0 {
+        return Ok(s.out);
+    }
     match access {
         Access::Points(points) => {
             let pk = table.pk.clone().unwrap_or_default();
             let mut seen = HashSet::new();
+            let mut keys = Vec::new();
             for p in points {
                 if let Some(vals) = eq_values(ctx, p, &pk, table)? {
-                    let k = row_key(table, &{
-                        let mut h = Vec::new();
-                        for v in &vals {
-                            memcmp::encode_value(&mut h, &crate::table::key_value(v));
-                        }
-                        h
-                    });
+                    let mut h = Vec::new();
+                    for v in &vals {
+                        memcmp::encode_value(&mut h, &crate::table::key_value(v));
+                    }
+                    let k = row_key(table, &h);
                     if seen.insert(k.clone()) {
-                        candidates.push((k, None));
+                        keys.push(k);
                     }
                 }
             }
-            point = true;
+            s.charge.add(keys.iter().map(|k| k.len() + 24).sum())?;
+            count_reads(Read::Key, keys.len());
+            s.fetch(ctx, keys).await?;
         }
         Access::Prefixes(tuples) => {
             let pk = table.pk.clone().unwrap_or_default();
@@ -645,92 +782,175 @@ pub async fn scan_limited(
                 if !seen.insert(p.clone()) {
                     continue;
                 }
-                for (k, v) in ctx.txn.scan(&p, &prefix_end(&p), usize::MAX).await? {
-                    candidates.push((k, Some(v)));
+                s.range(ctx, p.clone(), &prefix_end(&p)).await?;
+                if s.full() {
+                    break;
                 }
             }
         }
         Access::Full => {
             let p = row_prefix(table.table_id());
-            for (k, v) in ctx.txn.scan(&p, &prefix_end(&p), usize::MAX).await? {
-                candidates.push((k, Some(v)));
-            }
+            s.full_scan = true;
+            s.range(ctx, p.clone(), &prefix_end(&p)).await?;
         }
         Access::PkRange(r) => {
             let pk = table.pk.clone().unwrap_or_default();
-            let Some(vals) = eq_values(ctx, &r.eq, &pk, table)? else { return Ok(Vec::new()) };
+            let Some(vals) = eq_values(ctx, &r.eq, &pk, table)? else { return Ok(s.out) };
             let next = pk.get(r.eq.len()).map(|c| &table.columns[*c].ty);
             let Some((start, end)) = range_bounds(ctx, pk_prefix(table, &vals), r, next)? else {
-                return Ok(Vec::new());
+                return Ok(s.out);
             };
-            for (k, v) in ctx.txn.scan(&start, &end, usize::MAX).await? {
-                candidates.push((k, Some(v)));
-            }
+            s.range(ctx, start, &end).await?;
         }
         Access::Index(i, r) => {
             let index = &table.indexes[*i];
-            let Some(vals) = eq_values(ctx, &r.eq, &index.columns, table)? else { return Ok(Vec::new()) };
+            let Some(vals) = eq_values(ctx, &r.eq, &index.columns, table)? else { return Ok(s.out) };
             let next = index.columns.get(r.eq.len()).map(|c| &table.columns[*c].ty);
             let base = index_value_prefix(table, index, &[]);
-            let Some((start, end)) = range_bounds(ctx, index_value_prefix(table, index, &vals), r, next)? else {
-                return Ok(Vec::new());
+            let Some((mut start, end)) = range_bounds(ctx, index_value_prefix(table, index, &vals), r, next)? else {
+                return Ok(s.out);
             };
-            for (k, v) in ctx.txn.scan(&start, &end, usize::MAX).await? {
-                let handle = handle_from_index_entry(index, base.len(), &k, &v)?;
-                candidates.push((row_key(table, &handle), None));
+            // Index entries in batches, each batch's rows fetched by handle.
+            let mut batch = FIRST_BATCH;
+            count_reads(Read::Key, 1);
+            loop {
+                checkpoint().await?;
+                let entries = ctx.txn.scan(&start, &end, batch).await?;
+                let n = entries.len();
+                count_reads(Read::Next, n);
+                let mut keys = Vec::with_capacity(n);
+                for (k, v) in &entries {
+                    let handle = handle_from_index_entry(index, base.len(), k, v)?;
+                    keys.push(row_key(table, &handle));
+                }
+                if let Some((last, _)) = entries.last() {
+                    start = last.clone();
+                    start.push(0);
+                }
+                drop(entries);
+                s.fetch(ctx, keys).await?;
+                if n < batch || s.full() {
+                    break;
+                }
+                batch = (batch * 2).min(MAX_BATCH);
             }
-            point = true;
         }
     }
-    // Fetch values the access path did not return.
-    if point && !lock {
-        let keys: Vec<Vec<u8>> = candidates.iter().map(|c| c.0.clone()).collect();
-        let vals = ctx.txn.batch_get(&keys).await?;
-        candidates = keys.into_iter().zip(vals).filter(|(_, v)| v.is_some()).collect();
+    Ok(s.out)
+}
+
+/// The state of one scan: where its rows go and when it has enough.
+struct Scanner<'s, 'c> {
+    table: &'s Arc<TableInfo>,
+    filter: Option<&'s Expr>,
+    lock: bool,
+    limit: usize,
+    out: Vec<TableRow>,
+    charge: &'c mut Charge,
+    /// Reading the whole table (counted as Handler_read_rnd_next, not _next).
+    full_scan: bool,
+}
+
+impl Scanner<'_, '_> {
+    fn full(&self) -> bool {
+        self.out.len() >= self.limit
     }
-    let empty = SubqueryValues::default();
-    let mut out = Vec::with_capacity(candidates.len());
-    if lock {
-        // Current read: lock the candidates (those matching on the snapshot, when we have
-        // it) and re-check the filter on their latest versions.
-        let mut keys = Vec::with_capacity(candidates.len());
-        for (k, v) in &candidates {
-            match v {
-                Some(bytes) => {
-                    let (row, _) = decode_row(table, bytes)?;
-                    if filter.map_or(Ok(true), |f| f.eval_pred(&row, &ctx.eval_ctx(&empty)))? {
-                        keys.push(k.clone());
+
+    fn matches(&self, ctx: &ExecCtx, row: &Row) -> Result<bool> {
+        let empty = SubqueryValues::default();
+        self.filter.map_or(Ok(true), |f| f.eval_pred(row, &ctx.eval_ctx(&empty)))
+    }
+
+    fn keep(&mut self, key: Vec<u8>, row: Row, row_id: Option<i64>) -> Result<()> {
+        self.charge.add(row_size(&row) + key.len() + std::mem::size_of::<TableRow>())?;
+        self.out.push(TableRow { key, row, row_id });
+        Ok(())
+    }
+
+    /// Reads `[start, end)` in growing batches until it is exhausted or the scan is full.
+    async fn range(&mut self, ctx: &mut ExecCtx<'_>, mut start: Vec<u8>, end: &[u8]) -> Result<()> {
+        let mut batch = FIRST_BATCH;
+        if !self.full_scan {
+            count_reads(Read::Key, 1);
+        }
+        loop {
+            checkpoint().await?;
+            let pairs = ctx.txn.scan(&start, end, batch).await?;
+            let n = pairs.len();
+            count_reads(if self.full_scan { Read::RndNext } else { Read::Next }, n);
+            if let Some((last, _)) = pairs.last() {
+                start = last.clone();
+                start.push(0);
+            }
+            if self.lock {
+                // Current read: lock the rows that match on the snapshot, then re-check the
+                // filter on their latest versions.
+                let mut keys = Vec::new();
+                for (k, v) in pairs {
+                    let (row, _) = decode_row(self.table, &v)?;
+                    if self.matches(ctx, &row)? {
+                        keys.push(k);
+                        if self.out.len() + keys.len() >= self.limit {
+                            break;
+                        }
                     }
                 }
-                None => keys.push(k.clone()),
+                self.lock_rows(ctx, keys).await?;
+            } else {
+                for (k, v) in pairs {
+                    if self.full() {
+                        break;
+                    }
+                    let (row, row_id) = decode_row(self.table, &v)?;
+                    if self.matches(ctx, &row)? {
+                        self.keep(k, row, row_id)?;
+                    }
+                }
             }
-            if keys.len() >= limit {
-                break;
+            if n < batch || self.full() {
+                return Ok(());
+            }
+            batch = (batch * 2).min(MAX_BATCH);
+        }
+    }
+
+    /// Reads the rows at `keys` (in order; missing ones skipped).
+    async fn fetch(&mut self, ctx: &mut ExecCtx<'_>, keys: Vec<Vec<u8>>) -> Result<()> {
+        if self.lock {
+            let room = self.limit - self.out.len();
+            let keys = if keys.len() > room { keys[..room].to_vec() } else { keys };
+            return self.lock_rows(ctx, keys).await;
+        }
+        for chunk in keys.chunks(MAX_BATCH) {
+            checkpoint().await?;
+            let vals = ctx.txn.batch_get(chunk).await?;
+            for (k, v) in chunk.iter().zip(vals) {
+                if self.full() {
+                    return Ok(());
+                }
+                let Some(bytes) = v else { continue };
+                let (row, row_id) = decode_row(self.table, &bytes)?;
+                if self.matches(ctx, &row)? {
+                    self.keep(k.clone(), row, row_id)?;
+                }
             }
         }
+        Ok(())
+    }
+
+    /// Locks `keys`, reads their latest versions and keeps those matching the filter.
+    async fn lock_rows(&mut self, ctx: &mut ExecCtx<'_>, keys: Vec<Vec<u8>>) -> Result<()> {
         if keys.is_empty() {
-            return Ok(out);
+            return Ok(());
         }
         let latest = ctx.txn.lock_and_get(&keys).await?;
         for (k, v) in keys.into_iter().zip(latest) {
             let Some(bytes) = v else { continue };
-            let (row, row_id) = decode_row(table, &bytes)?;
-            if filter.map_or(Ok(true), |f| f.eval_pred(&row, &ctx.eval_ctx(&empty)))? {
-                out.push(TableRow { key: k, row, row_id });
+            let (row, row_id) = decode_row(self.table, &bytes)?;
+            if self.matches(ctx, &row)? {
+                self.keep(k, row, row_id)?;
             }
         }
-        return Ok(out);
+        Ok(())
     }
-    for (k, v) in candidates {
-        checkpoint().await?;
-        if out.len() >= limit {
-            break;
-        }
-        let Some(bytes) = v else { continue };
-        let (row, row_id) = decode_row(table, &bytes)?;
-        if filter.map_or(Ok(true), |f| f.eval_pred(&row, &ctx.eval_ctx(&empty)))? {
-            out.push(TableRow { key: k, row, row_id });
-        }
-    }
-    Ok(out)
 }

@@ -46,6 +46,8 @@ pub struct Engine {
     globals: Mutex<BTreeMap<String, Value>>,
     /// Prepared statements open in all sessions (bounded by max_prepared_stmt_count).
     prepared_stmts: AtomicUsize,
+    /// Rows read by all sessions (SHOW GLOBAL STATUS).
+    reads: Arc<context::ReadCounters>,
 }
 
 impl Engine {
@@ -61,6 +63,7 @@ impl Engine {
             processes: Mutex::new(HashMap::new()),
             globals: Mutex::new(variables::defaults()),
             prepared_stmts: AtomicUsize::new(0),
+            reads: Default::default(),
         }))
     }
 
@@ -84,6 +87,7 @@ impl Engine {
             warnings: Vec::new(),
             prepared: HashMap::new(),
             next_stmt: 1,
+            reads: Default::default(),
         }
     }
 
@@ -148,6 +152,8 @@ pub struct Session {
     warnings: Vec<(&'static str, Code, String)>,
     prepared: HashMap<u32, Prepared>,
     next_stmt: u32,
+    /// Rows this session's statements read (SHOW SESSION STATUS; FLUSH STATUS resets them).
+    reads: Arc<context::ReadCounters>,
 }
 
 /// Parses `sql`, refusing statements nested too deeply to walk safely (see `depth`).
@@ -379,6 +385,14 @@ impl Session {
         }
     }
 
+    /// `tidb_mem_quota_query`: the bytes one statement may hold (0 or less: no quota).
+    fn mem_quota(&self) -> usize {
+        self.vars
+            .get("tidb_mem_quota_query")
+            .and_then(|v| v.as_i64())
+            .map_or(context::DEFAULT_MEM_QUOTA, |n| usize::try_from(n).unwrap_or(0))
+    }
+
     fn txn_options(&self, mode: Option<LockMode>) -> TxnOptions {
         let mode = mode.unwrap_or_else(|| match self.vars.get("tidb_txn_mode").map(value_text) {
             Some(m) if m.eq_ignore_ascii_case("optimistic") => LockMode::Optimistic,
@@ -608,9 +622,6 @@ impl Session {
                     Value::Int(4),
                 ]],
             ))),
-            ["show", "status", ..] | ["show", "session", "status", ..] | ["show", "global", "status", ..] => {
-                Some(Ok(QueryResult::text_rows(&["Variable_name", "Value"], Vec::new())))
-            }
             ["show", "processlist"] | ["show", "full", "processlist"] => {
                 let all: Vec<(u32, Arc<Process>)> =
                     self.engine.processes.lock().iter().map(|(id, p)| (*id, p.clone())).collect();
@@ -712,6 +723,16 @@ impl Session {
                     .ok_or_else(|| Error::parse("TRUNCATE needs a table"))?;
                 self.engine.truncate(&name, &self.db).await
             }
+            S::ShowStatus { filter, global, .. } => {
+                let reads = if *global { &self.engine.reads } else { &self.reads };
+                let threads = self.engine.processes.lock().len();
+                crate::show::show_status(reads, threads, filter.as_ref())
+                    .and_then(|r| self.show_where(r, crate::show::where_of(filter.as_ref())))
+            }
+            S::Flush { object_type: ast::FlushType::Status, .. } => {
+                self.reads.reset();
+                Ok(QueryResult::ok(0))
+            }
             S::ShowVariables { filter, .. } => crate::show::show_variables(&self.vars, filter.as_ref())
                 .and_then(|r| self.show_where(r, crate::show::where_of(filter.as_ref()))),
             S::ShowDatabases { show_options, .. } => crate::show::show_databases(&self.engine.catalog, show_options)
@@ -789,7 +810,11 @@ impl Session {
         };
         let interrupt = self.process.interrupt.clone();
         let engine = &self.engine;
-        let limits = self.limits();
+        let env = context::StatementEnv {
+            limits: self.limits(),
+            memory: context::MemTracker::new(self.mem_quota(), self.conn_id as u64),
+            reads: [self.reads.clone(), self.engine.reads.clone()],
+        };
         let run = interrupt::scope(interrupt.clone(), async {
             // Started inside the scope, after it has cleared the previous statement's state;
             // stopped when the statement ends, even by a panic.
@@ -799,7 +824,7 @@ impl Session {
                     interrupt.time_out();
                 }))
             });
-            context::scope(limits, exec_statement(engine, &mut txn, &info, stmt, params)).await
+            context::scope(env, exec_statement(engine, &mut txn, &info, stmt, params)).await
         });
         // The last line of defence: a bug that panics fails this statement, not the server.
         // What the transaction did before cannot be trusted any more, so it is rolled back
@@ -1011,7 +1036,7 @@ pub async fn exec_statement(
             let mut binder = Binder::new(&engine.catalog, info);
             let query = binder.plan_query(q)?;
             let mut ctx = ExecCtx::new(txn, params, query.subqueries.clone());
-            let rows = execute(&query.plan, &mut ctx).await?;
+            let rows = execute(&query.plan, &mut ctx).await?.into_vec();
             let columns = query
                 .columns
                 .iter()

@@ -88,6 +88,25 @@ pub fn show_variables(
     Ok(QueryResult::text_rows(&["Variable_name", "Value"], rows))
 }
 
+/// SHOW [SESSION | GLOBAL] STATUS (LIKE ...): the counters Strata keeps.
+pub fn show_status(
+    reads: &crate::context::ReadCounters,
+    threads_connected: usize,
+    filter: Option<&ast::ShowStatementFilter>,
+) -> Result<QueryResult> {
+    use crate::context::Read;
+    let vars: BTreeMap<String, Value> = [
+        ("Handler_read_key", Value::UInt(reads.get(Read::Key))),
+        ("Handler_read_next", Value::UInt(reads.get(Read::Next))),
+        ("Handler_read_rnd_next", Value::UInt(reads.get(Read::RndNext))),
+        ("Threads_connected", Value::UInt(threads_connected as u64)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    show_variables(&vars, filter)
+}
+
 fn show_db_and_filter(opts: &ast::ShowStatementOptions) -> Result<(Option<String>, Option<String>)> {
     let db = match &opts.show_in {
         Some(si) => si.parent_name.as_ref().map(|n| split_name(n).map(|x| x.1)).transpose()?,

@@ -56,6 +56,11 @@ struct ServerArgs {
     /// Seconds a client has to finish logging in (connect_timeout).
     #[arg(long, default_value_t = 10)]
     connect_timeout: u64,
+    /// Memory all running statements may hold together: bytes (with K, M or G) or a share
+    /// of the machine's RAM ("80%"). The statement that crosses it fails with 8176; each
+    /// statement also has its own quota, tidb_mem_quota_query. "0" for no limit.
+    #[arg(long, default_value = "80%")]
+    memory_limit: String,
     /// Data directory.
     #[arg(long, default_value = "./strata-data")]
     data_dir: PathBuf,
@@ -99,6 +104,8 @@ fn main() -> Result<()> {
 }
 
 async fn server(args: ServerArgs) -> Result<()> {
+    let memory_limit = parse_memory_limit(&args.memory_limit, total_ram())?;
+    strata_sql::context::set_server_memory_limit(memory_limit);
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
     let rocks = match RocksEngine::open(&args.data_dir.join("kv")) {
@@ -239,4 +246,55 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+/// The machine's RAM in bytes (from /proc/meminfo; 0 when unknown).
+fn total_ram() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?.to_string();
+            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kb * 1024)
+        })
+        .unwrap_or(0)
+}
+
+/// Parses `--memory-limit`: "0", bytes with an optional K/M/G suffix, or a percentage of
+/// `ram`.
+fn parse_memory_limit(text: &str, ram: u64) -> Result<usize> {
+    let t = text.trim();
+    let bytes = if let Some(p) = t.strip_suffix('%') {
+        let p: f64 = p.trim().parse().with_context(|| format!("bad --memory-limit {text:?}"))?;
+        if !(0.0..=100.0).contains(&p) {
+            bail!("--memory-limit {text:?}: a percentage must be between 0 and 100");
+        }
+        (ram as f64 * p / 100.0) as u64
+    } else {
+        let (num, mult) = match t.char_indices().last() {
+            Some((i, c)) if c.eq_ignore_ascii_case(&'k') => (&t[..i], 1u64 << 10),
+            Some((i, c)) if c.eq_ignore_ascii_case(&'m') => (&t[..i], 1 << 20),
+            Some((i, c)) if c.eq_ignore_ascii_case(&'g') => (&t[..i], 1 << 30),
+            _ => (t, 1),
+        };
+        let n: u64 = num.trim().parse().with_context(|| format!("bad --memory-limit {text:?}"))?;
+        n.checked_mul(mult).with_context(|| format!("--memory-limit {text:?} is too large"))?
+    };
+    Ok(usize::try_from(bytes).unwrap_or(usize::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_memory_limit;
+
+    #[test]
+    fn memory_limits_parse_as_bytes_suffixes_or_shares() {
+        assert_eq!(parse_memory_limit("0", 1000).ok(), Some(0));
+        assert_eq!(parse_memory_limit("1500", 1000).ok(), Some(1500));
+        assert_eq!(parse_memory_limit("2G", 0).ok(), Some(2 << 30));
+        assert_eq!(parse_memory_limit("64m", 0).ok(), Some(64 << 20));
+        assert_eq!(parse_memory_limit("80%", 1000).ok(), Some(800));
+        assert!(parse_memory_limit("lots", 1000).is_err());
+        assert!(parse_memory_limit("120%", 1000).is_err());
+    }
 }

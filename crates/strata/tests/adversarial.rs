@@ -58,6 +58,101 @@ async fn hostile_statements_fail_cleanly_and_the_server_goes_on() {
     functions_at_their_limits(&mut c, &pool).await;
     auto_increment_at_the_top(&mut c, &pool).await;
     injected_panic(&mut c, &pool).await;
+    joins_of_many_tables(&mut c, &pool).await;
+    statement_memory_quota(&mut c, &pool).await;
+    limits_read_a_batch(&mut c, &pool).await;
+    let peak = server.peak_rss();
+    assert!(peak < 2 << 30, "server peak RSS {} MiB", peak >> 20);
+}
+
+/// A 30-table chain join of 10-row tables, FROM written in an order where neighbours in the
+/// list share no predicate: planned in the written order that is a cross product (10^30
+/// rows); ordered by its predicates it is 10 rows.
+async fn joins_of_many_tables(c: &mut Conn, pool: &Pool) {
+    const N: usize = 30;
+    for i in 0..N {
+        c.query_drop(format!("CREATE TABLE j{i} (a INT PRIMARY KEY, b INT, KEY (b))")).await.expect("create");
+        let rows = (0..10).map(|r| format!("({r}, {})", (r + 1) % 10)).collect::<Vec<_>>().join(",");
+        c.query_drop(format!("INSERT INTO j{i} VALUES {rows}")).await.expect("insert");
+    }
+    // Chain j0 - j1 - ... - j29 on j{i}.b = j{i+1}.a, listed evens first, then odds.
+    let order: Vec<usize> = (0..N).step_by(2).chain((1..N).step_by(2)).collect();
+    let from = order.iter().map(|i| format!("j{i}")).collect::<Vec<_>>().join(", ");
+    let preds = (0..N - 1).rev().map(|i| format!("j{i}.b = j{}.a", i + 1)).collect::<Vec<_>>().join(" AND ");
+    let sql = format!("SELECT COUNT(*), SUM(j0.a), MAX(j29.a) FROM {from} WHERE {preds}");
+    let row: Option<(i64, i64, i64)> = c.query_first(&sql).await.expect("30-table join");
+    // j0.a = r fixes j{k}.a = (r + k) % 10: one row per j0 row.
+    assert_eq!(row, Some((10, 45, 9)));
+    // Columns still come back in written order, with an explicit JOIN ... ON chain too.
+    let joins = (1..N).map(|i| format!("JOIN j{i} ON j{}.b = j{i}.a", i - 1)).collect::<Vec<_>>().join(" ");
+    let sql = format!("SELECT j0.a, j29.a, j15.b FROM j0 {joins} WHERE j0.a = 3");
+    let row: Option<(i64, i64, i64)> = c.query_first(&sql).await.expect("JOIN chain");
+    assert_eq!(row, Some((3, 2, 9)));
+    let sql = format!("SELECT * FROM {from} WHERE {preds} AND j0.a = 3");
+    let rows: Vec<mysql_async::Row> = c.query(&sql).await.expect("select *");
+    assert_eq!(rows.len(), 1);
+    let vals: Vec<i64> = (0..2 * N).map(|i| rows[0].get(i).expect("int")).collect();
+    for (pos, t) in order.iter().enumerate() {
+        assert_eq!(vals[2 * pos], ((3 + t) % 10) as i64, "column a of j{t} at position {pos}");
+    }
+    alive(pool).await;
+}
+
+/// A join that would hold far more than the statement's quota fails with 8175, frees what
+/// it held, and the session and the server go on.
+async fn statement_memory_quota(c: &mut Conn, pool: &Pool) {
+    c.query_drop("CREATE TABLE big (id INT PRIMARY KEY, pad VARCHAR(200))").await.expect("create");
+    for chunk in 0..10 {
+        let rows = (0..200).map(|i| format!("({}, REPEAT('x', 200))", chunk * 200 + i)).collect::<Vec<_>>().join(",");
+        c.query_drop(format!("INSERT INTO big VALUES {rows}")).await.expect("insert");
+    }
+    c.query_drop("SET tidb_mem_quota_query = 67108864").await.expect("set quota");
+    // 2000 x 2000 rows of ~500 bytes each: ~2 GB if held.
+    let e = error_of(c, "SELECT a.id, b.pad FROM big a, big b ORDER BY a.pad, b.id").await;
+    assert_eq!(e, 8175);
+    let e = error_of(c, "SELECT COUNT(*) FROM (SELECT a.pad, b.id FROM big a JOIN big b ON a.id <> b.id) x").await;
+    assert_eq!(e, 8175);
+    alive(pool).await;
+    // The same session goes on, and what fits the quota runs.
+    let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM big a JOIN big b ON a.id = b.id").await.expect("join");
+    assert_eq!(n, Some(2000));
+    let q: Option<i64> = c.query_first("SELECT @@tidb_mem_quota_query").await.expect("quota");
+    assert_eq!(q, Some(64 << 20));
+    c.query_drop("SET tidb_mem_quota_query = 1073741824").await.expect("reset quota");
+}
+
+/// `LIMIT` and `EXISTS` stop a scan after its first batch instead of reading the table, as
+/// SHOW STATUS's Handler_read counters tell.
+async fn limits_read_a_batch(c: &mut Conn, pool: &Pool) {
+    async fn reads(c: &mut Conn) -> u64 {
+        let rows: Vec<(String, u64)> = c.query("SHOW SESSION STATUS LIKE 'Handler_read%'").await.expect("status");
+        rows.iter().map(|r| r.1).sum()
+    }
+    c.query_drop("CREATE TABLE wide (id INT PRIMARY KEY, k INT, KEY (k))").await.expect("create");
+    for chunk in 0..20 {
+        let rows = (0..1000).map(|i| format!("({0}, {0})", chunk * 1000 + i)).collect::<Vec<_>>().join(",");
+        c.query_drop(format!("INSERT INTO wide VALUES {rows}")).await.expect("insert");
+    }
+    c.query_drop("FLUSH STATUS").await.expect("flush status");
+    assert_eq!(reads(c).await, 0);
+    let n: Vec<i64> = c.query("SELECT id FROM wide LIMIT 1").await.expect("limit 1");
+    assert_eq!(n.len(), 1);
+    let limited = reads(c).await;
+    assert!(limited <= 1024, "LIMIT 1 read {limited} rows");
+    c.query_drop("FLUSH STATUS").await.expect("flush status");
+    let n: Vec<i64> = c.query("SELECT id FROM wide WHERE k >= 5 LIMIT 3").await.expect("index limit");
+    assert_eq!(n.len(), 3);
+    let e: Option<i64> = c.query_first("SELECT EXISTS (SELECT 1 FROM wide WHERE id > 10)").await.expect("exists");
+    assert_eq!(e, Some(1));
+    let limited = reads(c).await;
+    assert!(limited <= 2048, "index LIMIT and EXISTS read {limited} rows");
+    // Without a limit the whole table is read, and counted.
+    c.query_drop("FLUSH STATUS").await.expect("flush status");
+    let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM wide WHERE id + 0 >= 0").await.expect("count");
+    assert_eq!(n, Some(20_000));
+    let rows: Vec<(String, u64)> = c.query("SHOW STATUS LIKE 'Handler_read_rnd_next'").await.expect("status");
+    assert_eq!(rows, vec![("Handler_read_rnd_next".to_string(), 20_000)]);
+    alive(pool).await;
 }
 
 async fn deep_expressions(c: &mut Conn, pool: &Pool) {

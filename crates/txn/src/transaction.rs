@@ -164,9 +164,18 @@ impl Transaction {
     /// Reads `[start, end)` at the snapshot with this transaction's writes applied, up to
     /// `limit` entries.
     pub async fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        // Each buffered write in the range hides at most one stored row, so `limit` plus
+        // their number of stored rows is enough to fill `limit` after the overlay.
+        let range = (Bound::Included(start.to_vec()), Bound::Excluded(end.to_vec()));
+        let pending = if self.buffer.is_empty() && self.stmt.is_empty() {
+            0
+        } else {
+            self.buffer.range(range.clone()).count() + self.stmt.range(range.clone()).count()
+        };
+        let want = limit.saturating_add(pending);
         let mut attempt = 0;
         let stored = loop {
-            match self.client.scan(start, end, self.read_ts, usize::MAX).await {
+            match self.client.scan(start, end, self.read_ts, want).await {
                 Err(Error::KeyLocked(lock)) if attempt < MAX_RESOLVE_ATTEMPTS => {
                     resolve_lock(self.client.as_ref(), self.oracle.as_ref(), &lock, attempt).await?;
                     attempt += 1;
@@ -179,8 +188,13 @@ impl Transaction {
             stored.truncate(limit);
             return Ok(stored);
         }
+        // When the store cut the scan short, buffered writes past its last key would jump
+        // over stored rows not read: overlay only up to that key.
+        let range = match stored.last() {
+            Some((last, _)) if stored.len() >= want => (Bound::Included(start.to_vec()), Bound::Included(last.clone())),
+            _ => range,
+        };
         let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = stored.into_iter().map(|(k, v)| (k, Some(v))).collect();
-        let range = (Bound::Included(start.to_vec()), Bound::Excluded(end.to_vec()));
         for (k, v) in self.buffer.range(range.clone()).chain(self.stmt.range(range)) {
             merged.insert(k.clone(), v.clone());
         }

@@ -76,6 +76,16 @@ impl StrataProcess {
         mysql_async::Pool::new(builder)
     }
 
+    /// The most memory the process has held so far (peak resident set, VmHWM), in bytes.
+    #[allow(dead_code)]
+    pub fn peak_rss(&self) -> u64 {
+        let pid = self.child.as_ref().expect("running").id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).expect("VmHWM");
+        let kb: u64 = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("VmHWM kB");
+        kb * 1024
+    }
+
     /// Kills the process with SIGKILL (a crash).
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
