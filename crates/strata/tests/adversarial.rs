@@ -373,3 +373,21 @@ async fn connection_and_statement_limits_hold() {
     let one: Option<i64> = again.query_first("SELECT 1").await.expect("select");
     assert_eq!(one, Some(1));
 }
+
+/// The server-wide limit (`--memory-limit`) stops a statement that would push all
+/// statements together past it, even when the statement is within its own quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_memory_limit_holds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = common::StrataProcess::start_with(&dir.path().join("data"), &["--memory-limit", "32M"], &[]);
+    let pool = server.pool(None);
+    common::exec(&pool, &["CREATE DATABASE m", "CREATE TABLE m.t (id INT PRIMARY KEY, pad VARCHAR(100))"]).await;
+    let mut c = pool.get_conn().await.expect("connect");
+    let rows = (0..1000).map(|i| format!("({i}, REPEAT('y', 100))")).collect::<Vec<_>>().join(",");
+    c.query_drop(format!("INSERT INTO m.t VALUES {rows}")).await.expect("insert");
+    let e = error_of(&mut c, "SELECT a.pad, b.pad FROM m.t a, m.t b").await;
+    assert_eq!(e, 8176);
+    alive(&pool).await;
+    let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM m.t").await.expect("count");
+    assert_eq!(n, Some(1000));
+}
