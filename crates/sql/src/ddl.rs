@@ -320,14 +320,18 @@ impl Engine {
         Ok(QueryResult::ok(0))
     }
 
+    /// Deletes every key under `prefix` in batches, each batch starting after the last key
+    /// of the one before (not at the prefix again, which would walk the tombstones the
+    /// earlier batches left).
     async fn delete_prefix(&self, prefix: Vec<u8>) -> Result<()> {
         let end = prefix_end(&prefix);
+        let mut start = prefix;
         loop {
             let mut txn = self.begin_internal().await?;
-            let batch = txn.scan(&prefix, &end, 10_000).await?;
-            if batch.is_empty() {
-                return Ok(());
-            }
+            let batch = txn.scan(&start, &end, 10_000).await?;
+            let Some((last, _)) = batch.last() else { return Ok(()) };
+            start = last.clone();
+            start.push(0);
             for (k, _) in batch {
                 txn.delete(k);
             }

@@ -890,9 +890,6 @@ impl Scanner<'_, '_> {
                     let (row, _) = decode_row(self.table, &v)?;
                     if self.matches(ctx, &row)? {
                         keys.push(k);
-                        if self.out.len() + keys.len() >= self.limit {
-                            break;
-                        }
                     }
                 }
                 self.lock_rows(ctx, keys).await?;
@@ -917,8 +914,6 @@ impl Scanner<'_, '_> {
     /// Reads the rows at `keys` (in order; missing ones skipped).
     async fn fetch(&mut self, ctx: &mut ExecCtx<'_>, keys: Vec<Vec<u8>>) -> Result<()> {
         if self.lock {
-            let room = self.limit - self.out.len();
-            let keys = if keys.len() > room { keys[..room].to_vec() } else { keys };
             return self.lock_rows(ctx, keys).await;
         }
         for chunk in keys.chunks(MAX_BATCH) {
@@ -938,17 +933,24 @@ impl Scanner<'_, '_> {
         Ok(())
     }
 
-    /// Locks `keys`, reads their latest versions and keeps those matching the filter.
+    /// Locks `keys` (candidates in scan order), reads their latest versions and keeps those
+    /// matching the filter, until the scan is full. Only as many keys as rows are still
+    /// wanted are locked at a time: a candidate deleted or changed since the snapshot gives
+    /// way to the next one, so `... ORDER BY pk LIMIT 1 FOR UPDATE` locks the first row that
+    /// still matches, never skips one.
     async fn lock_rows(&mut self, ctx: &mut ExecCtx<'_>, keys: Vec<Vec<u8>>) -> Result<()> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let latest = ctx.txn.lock_and_get(&keys).await?;
-        for (k, v) in keys.into_iter().zip(latest) {
-            let Some(bytes) = v else { continue };
-            let (row, row_id) = decode_row(self.table, &bytes)?;
-            if self.matches(ctx, &row)? {
-                self.keep(k, row, row_id)?;
+        let mut rest = &keys[..];
+        while !rest.is_empty() && !self.full() {
+            let room = self.limit - self.out.len();
+            let (now, later) = rest.split_at(room.min(rest.len()));
+            rest = later;
+            let latest = ctx.txn.lock_and_get(now).await?;
+            for (k, v) in now.iter().zip(latest) {
+                let Some(bytes) = v else { continue };
+                let (row, row_id) = decode_row(self.table, &bytes)?;
+                if self.matches(ctx, &row)? {
+                    self.keep(k.clone(), row, row_id)?;
+                }
             }
         }
         Ok(())

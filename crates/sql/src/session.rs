@@ -88,6 +88,7 @@ impl Engine {
             prepared: HashMap::new(),
             next_stmt: 1,
             reads: Default::default(),
+            named: HashMap::new(),
         }
     }
 
@@ -154,6 +155,8 @@ pub struct Session {
     next_stmt: u32,
     /// Rows this session's statements read (SHOW SESSION STATUS; FLUSH STATUS resets them).
     reads: Arc<context::ReadCounters>,
+    /// SQL-level prepared statements (PREPARE name FROM ...): name (lower case) to id.
+    named: HashMap<String, u32>,
 }
 
 /// Parses `sql`, refusing statements nested too deeply to walk safely (see `depth`).
@@ -563,8 +566,110 @@ impl Session {
         }
     }
 
+    /// SQL-level prepared statements: `PREPARE name FROM 'text' | @var`, `EXECUTE name
+    /// [USING @a, ...]`, `{DEALLOCATE | DROP} PREPARE name`. They share the binary protocol's
+    /// statements (and its max_prepared_stmt_count); names are per session and case-blind.
+    /// None when `sql` is none of these.
+    async fn sql_prepared(&mut self, sql: &str) -> Option<Result<QueryResult>> {
+        use sqlparser::tokenizer::{Token, Tokenizer};
+        let first: String = sql.trim_start().chars().take(10).collect::<String>().to_ascii_lowercase();
+        if !["prepare", "execute", "deallocate", "drop"].iter().any(|w| first.starts_with(w)) {
+            return None;
+        }
+        let tokens = Tokenizer::new(&MySqlDialect {}, sql).tokenize().ok()?;
+        let tokens: Vec<Token> =
+            tokens.into_iter().filter(|t| !matches!(t, Token::Whitespace(_) | Token::SemiColon)).collect();
+        let word = |i: usize| match tokens.get(i) {
+            Some(Token::Word(w)) => Some(w.value.to_ascii_lowercase()),
+            _ => None,
+        };
+        // `@name` tokenizes as a word in the MySQL dialect (a placeholder in others).
+        let user_var = |t: Option<&Token>| {
+            let text = match t {
+                Some(Token::Placeholder(p)) => p.as_str(),
+                Some(Token::Word(w)) if w.quote_style.is_none() => w.value.as_str(),
+                _ => return None,
+            };
+            let name = text.strip_prefix('@').filter(|n| !n.is_empty() && !n.starts_with('@'))?;
+            Some(name.to_ascii_lowercase())
+        };
+        let unknown = |name: &str, what: &str| {
+            Err(Error::user(
+                Code::UnknownStmtHandler,
+                format!("Unknown prepared statement handler ({name}) given to {what}"),
+            ))
+        };
+        match (word(0)?.as_str(), word(1)) {
+            ("prepare", Some(name)) if word(2).as_deref() == Some("from") && tokens.len() == 4 => {
+                let text = match &tokens[3] {
+                    Token::SingleQuotedString(t) | Token::DoubleQuotedString(t) => t.clone(),
+                    other => match user_var(Some(other)) {
+                        Some(v) => match self.user_vars.get(&v) {
+                            Some(Value::Bytes(b)) => String::from_utf8_lossy(b).into_owned(),
+                            Some(Value::Null) | None => return Some(Err(Error::parse(
+                                "You have an error in your SQL syntax; check the manual that corresponds to your MySQL server version for the right syntax to use near 'NULL' at line 1",
+                            ))),
+                            Some(other) => other.to_display(),
+                        },
+                        None => return None,
+                    },
+                };
+                // Re-preparing a name replaces its statement.
+                if let Some(old) = self.named.remove(&name) {
+                    self.close_prepared(old);
+                }
+                Some(self.prepare(&text).await.map(|(id, _, _)| {
+                    self.named.insert(name, id);
+                    QueryResult::ok(0)
+                }))
+            }
+            ("execute", Some(name)) => {
+                let mut values = Vec::new();
+                match word(2).as_deref() {
+                    None if tokens.len() == 2 => {}
+                    Some("using") => {
+                        // @a, @b, ... and nothing else.
+                        for (i, t) in tokens[3..].iter().enumerate() {
+                            if i % 2 == 1 {
+                                if *t != Token::Comma {
+                                    return None;
+                                }
+                                continue;
+                            }
+                            let v = user_var(Some(t))?;
+                            values.push(self.user_vars.get(&v).cloned().unwrap_or(Value::Null));
+                        }
+                        if tokens.len() < 4 || tokens.len() % 2 == 1 {
+                            return None;
+                        }
+                    }
+                    _ => return None,
+                }
+                let Some(&id) = self.named.get(&name) else { return Some(unknown(&name, "EXECUTE")) };
+                if self.prepared_params(id) != Some(values.len()) {
+                    return Some(Err(Error::user(Code::WrongArguments, "Incorrect arguments to EXECUTE")));
+                }
+                Some(self.execute_prepared(id, &values).await)
+            }
+            ("deallocate" | "drop", Some(p)) if p == "prepare" && tokens.len() == 3 => {
+                let name = word(2)?;
+                match self.named.remove(&name) {
+                    Some(id) => {
+                        self.close_prepared(id);
+                        Some(Ok(QueryResult::ok(0)))
+                    }
+                    None => Some(unknown(&name, "DEALLOCATE PREPARE")),
+                }
+            }
+            _ => None,
+        }
+    }
+
     /// Statements handled before the SQL parser (syntax it does not know).
     async fn special(&mut self, sql: &str) -> Option<Result<QueryResult>> {
+        if let Some(r) = self.sql_prepared(sql).await {
+            return Some(r);
+        }
         let t = sql.trim().trim_end_matches(';').trim();
         let lower = t.to_ascii_lowercase();
         let words: Vec<&str> = lower.split_whitespace().collect();
