@@ -29,6 +29,14 @@ codes! {
     DbDropExists = 1008, "HY000";
     TooManyConnections = 1040, "08004";
     AccessDenied = 1045, "28000";
+    DbAccessDenied = 1044, "42000";
+    TableAccessDenied = 1142, "42000";
+    SpecificAccessDenied = 1227, "42000";
+    CannotUser = 1396, "HY000";
+    PasswordNoMatch = 1133, "42000";
+    NonexistingGrant = 1141, "42000";
+    CantCreateUserWithGrant = 1410, "42000";
+    KillDenied = 1095, "HY000";
     NoDb = 1046, "3D000";
     UnknownCom = 1047, "08S01";
     BadNull = 1048, "23000";

@@ -1,6 +1,7 @@
-//! Password checks for the two authentication plugins MySQL 8 clients use. The server knows
-//! the plain password (from `--root-password`), so both plugins' scrambles can be verified
-//! directly and `caching_sha2_password` always takes its fast path.
+//! The two authentication plugins MySQL 8 clients use. The handshake sends a scramble;
+//! `sql::users::Account::verify` checks a client's answer against the account's stored
+//! digests, so `caching_sha2_password` always takes its fast path. The client side of both
+//! scrambles is here too, for tests.
 
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
@@ -47,27 +48,21 @@ pub fn sha2_response(password: &[u8], scramble: &[u8]) -> Vec<u8> {
     h1.iter().zip(h3.iter()).map(|(a, b)| a ^ b).collect()
 }
 
-/// Whether `response` proves knowledge of `password` under `plugin`.
-pub fn verify(plugin: &str, password: &[u8], scramble: &[u8], response: &[u8]) -> bool {
-    let expected = match plugin {
-        CACHING_SHA2 => sha2_response(password, scramble),
-        _ => native_response(password, scramble),
-    };
-    // Constant-time comparison.
-    expected.len() == response.len() && expected.iter().zip(response).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn responses_verify() {
+    fn client_responses_verify_against_stored_digests() {
+        use strata_sql::users::Account;
         let s = scramble();
-        assert!(verify(NATIVE, b"pw", &s, &native_response(b"pw", &s)));
-        assert!(!verify(NATIVE, b"pw", &s, &native_response(b"other", &s)));
-        assert!(verify(CACHING_SHA2, b"pw", &s, &sha2_response(b"pw", &s)));
-        assert!(verify(NATIVE, b"", &s, b""));
-        assert!(!verify(NATIVE, b"", &s, b"x"));
+        let a = Account::new("u", "%", "pw");
+        assert!(a.verify(NATIVE, &s, &native_response(b"pw", &s)));
+        assert!(!a.verify(NATIVE, &s, &native_response(b"other", &s)));
+        assert!(a.verify(CACHING_SHA2, &s, &sha2_response(b"pw", &s)));
+        assert!(!a.verify(CACHING_SHA2, &s, &sha2_response(b"other", &s)));
+        let open = Account::new("v", "%", "");
+        assert!(open.verify(NATIVE, &s, b""));
+        assert!(!open.verify(NATIVE, &s, b"x"));
     }
 }

@@ -220,19 +220,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             };
             plugin = auth::NATIVE.to_string();
         }
-        let password = self.opts.root_password.as_bytes();
-        if !auth::verify(&plugin, password, &scramble, &response) {
+        let has_password = match self.session.authenticate(&resp.user, &plugin, &scramble, &response) {
+            Ok(h) => h,
+            Err(e) => {
+                self.send_error(&e);
+                self.io.flush().await?;
+                return Err(ConnError::Handshake("access denied".into()));
+            }
+        };
+        if self.session.requires_tls() {
             let e = Error::user(
                 Code::AccessDenied,
                 format!(
-                    "Access denied for user '{}'@'localhost' (using password: {})",
+                    "Access denied for user '{}'@'{}' (using password: YES)",
                     resp.user,
-                    if response.is_empty() { "NO" } else { "YES" }
+                    self.session.client_host()
                 ),
             );
             self.send_error(&e);
             self.io.flush().await?;
-            return Err(ConnError::Handshake("access denied".into()));
+            return Err(ConnError::Handshake("account requires TLS".into()));
         }
         if let Some(sessions) = &self.sessions {
             if sessions.fetch_add(1, Ordering::Relaxed) >= self.opts.max_connections {
@@ -243,7 +250,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             }
             self.slot = Some(SessionSlot(sessions.clone()));
         }
-        if plugin == auth::CACHING_SHA2 && !password.is_empty() {
+        if plugin == auth::CACHING_SHA2 && has_password {
             self.io.write(&[0x01, 0x03]); // fast authentication succeeded
         }
         if let Some(db) = &resp.db {

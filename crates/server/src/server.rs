@@ -15,8 +15,6 @@ use crate::conn::Connection;
 /// Server settings.
 #[derive(Clone, Debug)]
 pub struct ServerOptions {
-    /// Root's password (empty by default).
-    pub root_password: String,
     /// max_allowed_packet.
     pub max_packet: usize,
     /// max_connections: logged-in sessions allowed at once; one more is refused with 1040.
@@ -27,12 +25,7 @@ pub struct ServerOptions {
 
 impl Default for ServerOptions {
     fn default() -> ServerOptions {
-        ServerOptions {
-            root_password: String::new(),
-            max_packet: 64 << 20,
-            max_connections: 151,
-            connect_timeout: Duration::from_secs(10),
-        }
+        ServerOptions { max_packet: 64 << 20, max_connections: 151, connect_timeout: Duration::from_secs(10) }
     }
 }
 
@@ -84,7 +77,7 @@ impl Server {
                         }
                     };
                     let _ = stream.set_nodelay(true);
-                    let session = self.engine.session("root");
+                    let mut session = self.engine.session("root");
                     session.set_client_host(peer.to_string());
                     let opts = self.opts.clone();
                     let count = self.connections.clone();

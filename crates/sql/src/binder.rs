@@ -36,8 +36,10 @@ pub struct SessionInfo {
     pub last_insert_id: u64,
     /// CONNECTION_ID().
     pub connection_id: u32,
-    /// CURRENT_USER().
+    /// CURRENT_USER(): `user@account host pattern`.
     pub user: String,
+    /// USER(): `user@client host`.
+    pub client_user: String,
     /// FOUND_ROWS() / ROW_COUNT() are not tracked; they read as these.
     pub row_count: i64,
     /// System variables visible to the session (session values over global defaults).
@@ -1450,7 +1452,8 @@ impl<'a> Binder<'a> {
             }
             "connection_id" => Value::UInt(s.connection_id as u64),
             "version" => Value::str(crate::VERSION),
-            "user" | "current_user" | "session_user" | "system_user" => Value::str(format!("{}@%", s.user)),
+            "current_user" => Value::str(s.user.clone()),
+            "user" | "session_user" | "system_user" => Value::str(s.client_user.clone()),
             "unix_timestamp" => {
                 if let Some(a) = args.first() {
                     let e = self.expr(a, scope)?;

@@ -11,6 +11,7 @@ pub mod exec;
 pub mod expr;
 pub mod failpoint;
 pub mod functions;
+pub mod grants;
 pub mod interrupt;
 pub mod plan;
 pub mod process;
@@ -19,6 +20,7 @@ pub mod session;
 pub mod show;
 pub mod table;
 pub mod types;
+pub mod users;
 pub mod variables;
 
 pub use catalog::Catalog;

@@ -48,6 +48,16 @@ impl Process {
         }
     }
 
+    /// The logged-in user.
+    pub fn set_user(&self, user: &str) {
+        self.activity.lock().user = user.to_string();
+    }
+
+    /// The user it runs as.
+    pub fn user(&self) -> String {
+        self.activity.lock().user.clone()
+    }
+
     /// The client's address (`host:port`).
     pub fn set_host(&self, host: String) {
         self.activity.lock().host = host;

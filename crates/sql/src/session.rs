@@ -48,12 +48,18 @@ pub struct Engine {
     prepared_stmts: AtomicUsize,
     /// Rows read by all sessions (SHOW GLOBAL STATUS).
     reads: Arc<context::ReadCounters>,
+    /// Accounts and their privileges.
+    pub users: crate::users::Users,
 }
 
 impl Engine {
     /// Opens the SQL engine on a KV client.
     pub async fn open(client: Arc<dyn Client>, oracle: Arc<dyn Oracle>) -> Result<Arc<Engine>> {
         let catalog = Catalog::load(client.clone(), oracle.clone()).await?;
+        let users = crate::users::Users::load(client.clone(), oracle.clone()).await?;
+        // First start: root@% with every privilege and no password (the server's start-up
+        // sets one, or refuses to listen beyond loopback without one).
+        users.bootstrap_root("").await?;
         Ok(Arc::new(Engine {
             catalog,
             client,
@@ -64,6 +70,7 @@ impl Engine {
             globals: Mutex::new(variables::defaults()),
             prepared_stmts: AtomicUsize::new(0),
             reads: Default::default(),
+            users,
         }))
     }
 
@@ -89,6 +96,8 @@ impl Engine {
             next_stmt: 1,
             reads: Default::default(),
             named: HashMap::new(),
+            account_host: "%".into(),
+            client_host: "localhost".into(),
         }
     }
 
@@ -157,6 +166,10 @@ pub struct Session {
     reads: Arc<context::ReadCounters>,
     /// SQL-level prepared statements (PREPARE name FROM ...): name (lower case) to id.
     named: HashMap<String, u32>,
+    /// The account's host pattern (CURRENT_USER() is `user@account_host`).
+    account_host: String,
+    /// The client's address without port (USER() is `user@client_host`).
+    client_host: String,
 }
 
 /// Parses `sql`, refusing statements nested too deeply to walk safely (see `depth`).
@@ -279,8 +292,66 @@ impl Session {
     }
 
     /// Records the client's address for the process list.
-    pub fn set_client_host(&self, host: String) {
+    pub fn set_client_host(&mut self, host: String) {
+        self.client_host = match host.parse::<std::net::SocketAddr>() {
+            Ok(addr) => addr.ip().to_string(),
+            Err(_) => host.clone(),
+        };
         self.process.set_host(host);
+    }
+
+    /// The client's address, without port.
+    pub fn client_host(&self) -> &str {
+        &self.client_host
+    }
+
+    /// Runs the session as `account` from now on (after the handshake proved it).
+    pub fn login(&mut self, account: &crate::users::Account) {
+        self.user = account.user.clone();
+        self.account_host = account.host.clone();
+        self.process.set_user(&account.user);
+    }
+
+    /// Checks a login: the account `user` logs in as from this client's host, and whether
+    /// `response` proves its password under `plugin`. On success the session runs as that
+    /// account and the result says whether it has a password (caching_sha2's fast path
+    /// then reports success); otherwise 1045, which never tells which part was wrong.
+    pub fn authenticate(&mut self, user: &str, plugin: &str, scramble: &[u8], response: &[u8]) -> Result<bool> {
+        let account = self.engine.users.find(user, &self.client_host);
+        match account {
+            Some(a) if a.verify(plugin, scramble, response) => {
+                self.login(&a);
+                Ok(a.has_password())
+            }
+            _ => Err(Error::user(
+                Code::AccessDenied,
+                format!(
+                    "Access denied for user '{user}'@'{}' (using password: {})",
+                    self.client_host,
+                    if response.is_empty() { "NO" } else { "YES" }
+                ),
+            )),
+        }
+    }
+
+    /// Whether the logged-in account requires TLS (REQUIRE SSL).
+    pub fn requires_tls(&self) -> bool {
+        self.engine.users.with(&self.user, &self.account_host, |a| a.require_ssl).unwrap_or(false)
+    }
+
+    /// `'user'@'host'` of the account, as error messages name it.
+    fn who(&self) -> String {
+        format!("'{}'@'{}'", self.user, self.account_host)
+    }
+
+    /// Whether this session's account holds `privilege` on `db`.`table` (or on `db`).
+    fn allowed(&self, privilege: u32, db: &str, table: Option<&str>) -> bool {
+        self.engine.users.with(&self.user, &self.account_host, |a| a.allows(privilege, db, table)).unwrap_or(false)
+    }
+
+    /// Whether this session's account holds the global `privilege`.
+    fn allowed_global(&self, privilege: u32) -> bool {
+        self.engine.users.with(&self.user, &self.account_host, |a| a.global & privilege == privilege).unwrap_or(false)
     }
 
     /// `KILL [CONNECTION | QUERY] id`: stops another connection's statement, or the
@@ -296,6 +367,11 @@ impl Session {
         let Some(target) = target else {
             return Err(Error::user(Code::NoSuchThread, format!("Unknown thread id: {id}")));
         };
+        // Another user's connection takes SUPER, as in MySQL.
+        let owner = u32::try_from(id).ok().and_then(|id| self.engine.processes.lock().get(&id).map(|p| p.user()));
+        if owner.as_deref() != Some(self.user.as_str()) && !self.allowed_global(crate::users::privs::SUPER) {
+            return Err(Error::user(Code::KillDenied, format!("You are not owner of thread {id}")));
+        }
         if query_only {
             target.kill_query();
         } else {
@@ -327,6 +403,11 @@ impl Session {
         let db = db.trim().trim_matches('`');
         if !self.engine.catalog.has_database(db) && !db.eq_ignore_ascii_case("information_schema") {
             return Err(Error::user(Code::BadDb, format!("Unknown database '{db}'")));
+        }
+        let sees = db.eq_ignore_ascii_case("information_schema")
+            || self.engine.users.with(&self.user, &self.account_host, |a| a.sees_db(db)).unwrap_or(false);
+        if !sees {
+            return Err(crate::users::db_denied(&self.who(), db));
         }
         self.db = Some(db.to_string());
         self.process.set_db(self.db.clone());
@@ -369,7 +450,8 @@ impl Session {
             now: now(),
             last_insert_id: self.last_insert_id,
             connection_id: self.conn_id,
-            user: self.user.clone(),
+            user: format!("{}@{}", self.user, self.account_host),
+            client_user: format!("{}@{}", self.user, self.client_host),
             row_count: 0,
             vars: Arc::new(self.vars.clone()),
             user_vars: Arc::new(self.user_vars.clone()),
@@ -665,10 +747,357 @@ impl Session {
         }
     }
 
+    /// Runs an account statement (CREATE/DROP/ALTER/RENAME USER, SET PASSWORD, GRANT,
+    /// REVOKE, SHOW GRANTS) with MySQL's privilege rules.
+    async fn account_stmt(&mut self, stmt: crate::grants::AccountStmt) -> Result<QueryResult> {
+        use crate::grants::AccountStmt as A;
+        use crate::users::{privs, Account, Level};
+        let engine = self.engine.clone();
+        let users = &engine.users;
+        let need_create_user = || -> Result<()> {
+            if self.allowed_global(privs::CREATE_USER) {
+                Ok(())
+            } else {
+                Err(crate::users::specific_denied("CREATE USER"))
+            }
+        };
+        let failed = |op: &str, names: &[String]| {
+            Error::user(Code::CannotUser, format!("Operation {op} failed for {}", names.join(",")))
+        };
+        let name = |(u, h): &(String, String)| format!("'{u}'@'{h}'");
+        match stmt {
+            A::CreateUser { if_not_exists, users: list, require_ssl } => {
+                need_create_user()?;
+                let existing: Vec<String> =
+                    list.iter().filter(|(a, _)| users.get(&a.0, &a.1).is_some()).map(|(a, _)| name(a)).collect();
+                if !existing.is_empty() && !if_not_exists {
+                    return Err(failed("CREATE USER", &existing));
+                }
+                for ((u, h), pw) in list {
+                    if users.get(&u, &h).is_some() {
+                        self.warn(Code::CannotUser, format!("Authorization ID '{u}'@'{h}' already exists."));
+                        continue;
+                    }
+                    let mut a = Account::new(&u, &h, pw.as_deref().unwrap_or(""));
+                    a.require_ssl = require_ssl.unwrap_or(false);
+                    users.put(a).await?;
+                }
+                Ok(QueryResult::ok(0))
+            }
+            A::DropUser { if_exists, users: list } => {
+                need_create_user()?;
+                let missing: Vec<String> = list.iter().filter(|a| users.get(&a.0, &a.1).is_none()).map(name).collect();
+                if !missing.is_empty() && !if_exists {
+                    return Err(failed("DROP USER", &missing));
+                }
+                for (u, h) in list {
+                    if users.get(&u, &h).is_some() {
+                        users.remove(&u, &h).await?;
+                    }
+                }
+                Ok(QueryResult::ok(0))
+            }
+            A::AlterUser { if_exists, users: list, require_ssl } => {
+                for (who, pw) in list {
+                    let (u, h) = match who {
+                        Some(a) => {
+                            if !(a.0 == self.user && a.1.eq_ignore_ascii_case(&self.account_host)) {
+                                need_create_user()?;
+                            }
+                            a
+                        }
+                        None => (self.user.clone(), self.account_host.clone()),
+                    };
+                    let Some(mut a) = users.get(&u, &h) else {
+                        if if_exists {
+                            continue;
+                        }
+                        return Err(failed("ALTER USER", &[name(&(u, h))]));
+                    };
+                    if let Some(pw) = pw {
+                        a.set_password(&pw);
+                    }
+                    if let Some(r) = require_ssl {
+                        need_create_user()?;
+                        a.require_ssl = r;
+                    }
+                    users.put(a).await?;
+                }
+                Ok(QueryResult::ok(0))
+            }
+            A::RenameUser(pairs) => {
+                need_create_user()?;
+                for (from, to) in pairs {
+                    let Some(mut a) = users.get(&from.0, &from.1) else {
+                        return Err(failed("RENAME USER", &[name(&from)]));
+                    };
+                    if users.get(&to.0, &to.1).is_some() {
+                        return Err(failed("RENAME USER", &[name(&from)]));
+                    }
+                    users.remove(&from.0, &from.1).await?;
+                    a.user = to.0;
+                    a.host = to.1;
+                    users.put(a).await?;
+                }
+                Ok(QueryResult::ok(0))
+            }
+            A::SetPassword(who, pw) => {
+                let (u, h) = match who {
+                    Some(a) if !(a.0 == self.user && a.1.eq_ignore_ascii_case(&self.account_host)) => {
+                        need_create_user()?;
+                        a
+                    }
+                    _ => (self.user.clone(), self.account_host.clone()),
+                };
+                let Some(mut a) = users.get(&u, &h) else {
+                    return Err(Error::user(Code::PasswordNoMatch, "Can't find any matching row in the user table"));
+                };
+                a.set_password(&pw);
+                users.put(a).await?;
+                Ok(QueryResult::ok(0))
+            }
+            A::Grant { privs: bits, all, target, users: list } => {
+                let level = target.level(self.db.as_deref())?;
+                let all_bits = if level == Level::Global { privs::ALL_GLOBAL } else { privs::ALL_OBJECT };
+                let bits = if all { bits | all_bits } else { bits };
+                if level != Level::Global && bits & (privs::PROCESS | privs::SUPER | privs::CREATE_USER) != 0 {
+                    return Err(Error::user(Code::WrongUsage, "Incorrect usage of DB GRANT and GLOBAL PRIVILEGES"));
+                }
+                self.may_grant(&level, bits)?;
+                for (u, h) in &list {
+                    if users.get(u, h).is_none() {
+                        return Err(Error::user(
+                            Code::CantCreateUserWithGrant,
+                            "You are not allowed to create a user with GRANT",
+                        ));
+                    }
+                }
+                for (u, h) in list {
+                    if let Some(mut a) = users.get(&u, &h) {
+                        let now = a.at(&level) | bits;
+                        a.set_at(&level, now);
+                        users.put(a).await?;
+                    }
+                }
+                Ok(QueryResult::ok(0))
+            }
+            A::Revoke { privs: bits, all, target, users: list } => {
+                let level = target.level(self.db.as_deref())?;
+                let everywhere = all && target == crate::grants::Target::Global && bits & privs::GRANT_OPTION != 0;
+                let all_bits = if level == Level::Global { privs::ALL_GLOBAL } else { privs::ALL_OBJECT };
+                let bits = if all { bits | all_bits } else { bits };
+                self.may_grant(&level, bits & !privs::GRANT_OPTION)?;
+                for (u, h) in list {
+                    let Some(mut a) = users.get(&u, &h) else {
+                        return Err(Error::user(
+                            Code::NonexistingGrant,
+                            format!("There is no such grant defined for user '{u}' on host '{h}'"),
+                        ));
+                    };
+                    if everywhere {
+                        a.global = 0;
+                        a.dbs.clear();
+                        a.tables.clear();
+                    } else {
+                        if level != Level::Global && a.at(&level) == 0 {
+                            return Err(Error::user(
+                                Code::NonexistingGrant,
+                                format!("There is no such grant defined for user '{u}' on host '{h}'"),
+                            ));
+                        }
+                        let now = a.at(&level) & !bits;
+                        a.set_at(&level, now);
+                    }
+                    users.put(a).await?;
+                }
+                Ok(QueryResult::ok(0))
+            }
+            A::ShowGrants(who) => {
+                let (u, h) = match who {
+                    Some(a) => a,
+                    None => (self.user.clone(), self.account_host.clone()),
+                };
+                let own = u == self.user && h.eq_ignore_ascii_case(&self.account_host);
+                if !own && !self.allowed(privs::SELECT, "mysql", None) {
+                    return Err(crate::users::db_denied(&self.who(), "mysql"));
+                }
+                let Some(a) = users.get(&u, &h) else {
+                    return Err(Error::user(
+                        Code::NonexistingGrant,
+                        format!("There is no such grant defined for user '{u}' on host '{h}'"),
+                    ));
+                };
+                let rows = a.grants().into_iter().map(|g| vec![Value::str(g)]).collect();
+                Ok(QueryResult::text_rows(&[&format!("Grants for {u}@{h}")], rows))
+            }
+        }
+    }
+
+    /// Checks that this session's account may run `stmt`: SELECT on every table it reads,
+    /// INSERT/UPDATE/DELETE on the tables it writes, CREATE/DROP/ALTER/INDEX for DDL, at the
+    /// global, database or table level. Fails with 1142 naming the first table denied, or
+    /// 1044 for a database.
+    fn check_access(&self, stmt: &ast::Statement) -> Result<()> {
+        use crate::users::privs as P;
+        use ast::Statement as S;
+        let global = self.engine.users.with(&self.user, &self.account_host, |a| a.global).unwrap_or(0);
+        if global & P::ALL_OBJECT == P::ALL_OBJECT {
+            return Ok(());
+        }
+        let names = |n: &ast::ObjectName| -> Option<(String, String)> {
+            let (db, t) = crate::binder::split_name(n).ok()?;
+            let db = db.or_else(|| self.db.clone())?;
+            (!db.eq_ignore_ascii_case("information_schema")).then_some((db, t))
+        };
+        // (privilege, its name, database, table)
+        let mut needs: Vec<(u32, &str, String, Option<String>)> = Vec::new();
+        let mut writes: Vec<(u32, &str, ast::ObjectName)> = Vec::new();
+        let reads = match stmt {
+            S::Query(_) => true,
+            S::Insert(ins) => {
+                if let ast::TableObject::TableName(n) = &ins.table {
+                    writes.push((P::INSERT, "INSERT", n.clone()));
+                }
+                true
+            }
+            S::Update(up) => {
+                for r in std::iter::once(&up.table.relation).chain(up.table.joins.iter().map(|j| &j.relation)) {
+                    if let ast::TableFactor::Table { name, .. } = r {
+                        writes.push((P::UPDATE, "UPDATE", name.clone()));
+                    }
+                }
+                true
+            }
+            S::Delete(del) => {
+                let from = match &del.from {
+                    ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f) => f,
+                };
+                if del.tables.is_empty() {
+                    if let Some(ast::TableFactor::Table { name, .. }) = from.first().map(|f| &f.relation) {
+                        writes.push((P::DELETE, "DELETE", name.clone()));
+                    }
+                } else {
+                    for n in &del.tables {
+                        writes.push((P::DELETE, "DELETE", n.clone()));
+                    }
+                }
+                true
+            }
+            S::CreateTable(ct) => {
+                writes.push((P::CREATE, "CREATE", ct.name.clone()));
+                ct.query.is_some()
+            }
+            S::CreateIndex(ci) => {
+                writes.push((P::INDEX, "INDEX", ci.table_name.clone()));
+                false
+            }
+            S::AlterTable(at) => {
+                writes.push((P::ALTER, "ALTER", at.name.clone()));
+                false
+            }
+            S::Drop { object_type: ast::ObjectType::Table, names: list, .. } => {
+                for n in list {
+                    writes.push((P::DROP, "DROP", n.clone()));
+                }
+                false
+            }
+            S::Drop { object_type: ast::ObjectType::Index, table: Some(t), .. } => {
+                writes.push((P::INDEX, "INDEX", t.clone()));
+                false
+            }
+            S::Truncate(t) => {
+                for n in &t.table_names {
+                    writes.push((P::DROP, "DROP", n.name.clone()));
+                }
+                false
+            }
+            S::Drop { object_type: ast::ObjectType::Database | ast::ObjectType::Schema, names: list, .. } => {
+                for n in list {
+                    let db = crate::binder::split_name(n)?.1;
+                    needs.push((P::DROP, "DROP", db, None));
+                }
+                false
+            }
+            S::CreateDatabase { db_name, .. } => {
+                needs.push((P::CREATE, "CREATE", crate::binder::split_name(db_name)?.1, None));
+                false
+            }
+            _ => false,
+        };
+        let mut written = Vec::new();
+        for (bit, what, n) in &writes {
+            if let Some((db, t)) = names(n) {
+                written.push((db.to_ascii_lowercase(), t.to_ascii_lowercase()));
+                needs.push((*bit, what, db, Some(t)));
+            }
+        }
+        if reads {
+            let ctes = cte_names(stmt);
+            let _ = ast::visit_relations(stmt, |n| {
+                let bare = n.0.len() == 1 && ctes.contains(&n.to_string().trim_matches('`').to_ascii_lowercase());
+                if let Some((db, t)) = names(n).filter(|_| !bare) {
+                    let key = (db.to_ascii_lowercase(), t.to_ascii_lowercase());
+                    if !written.contains(&key) {
+                        needs.push((P::SELECT, "SELECT", db, Some(t)));
+                    }
+                }
+                std::ops::ControlFlow::<()>::Continue(())
+            });
+        }
+        for (bit, what, db, table) in needs {
+            if !self.allowed(bit, &db, table.as_deref()) {
+                return Err(match table {
+                    Some(t) => crate::users::table_denied(what, &self.who(), &t),
+                    None => crate::users::db_denied(&self.who(), &db),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// GRANT/REVOKE of `bits` at `level` needs GRANT OPTION and the privileges themselves,
+    /// at that level or above.
+    fn may_grant(&self, level: &crate::users::Level, bits: u32) -> Result<()> {
+        use crate::users::{privs, Level};
+        let ok = self
+            .engine
+            .users
+            .with(&self.user, &self.account_host, |a| {
+                let need = bits | privs::GRANT_OPTION;
+                match level {
+                    Level::Global => a.global & need == need,
+                    Level::Db(d) => a.allows(need, d, None),
+                    Level::Table(d, t) => a.allows(need, d, Some(t)),
+                }
+            })
+            .unwrap_or(false);
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::user(
+                Code::DbAccessDenied,
+                format!(
+                    "Access denied for user {} to database '{}'",
+                    self.who(),
+                    match level {
+                        Level::Global => "*",
+                        Level::Db(d) | Level::Table(d, _) => d.as_str(),
+                    }
+                ),
+            ))
+        }
+    }
+
     /// Statements handled before the SQL parser (syntax it does not know).
     async fn special(&mut self, sql: &str) -> Option<Result<QueryResult>> {
         if let Some(r) = self.sql_prepared(sql).await {
             return Some(r);
+        }
+        if let Some(stmt) = crate::grants::parse(sql) {
+            return Some(match stmt {
+                Ok(stmt) => self.account_stmt(stmt).await,
+                Err(e) => Err(e),
+            });
         }
         let t = sql.trim().trim_end_matches(';').trim();
         let lower = t.to_ascii_lowercase();
@@ -728,8 +1157,16 @@ impl Session {
                 ]],
             ))),
             ["show", "processlist"] | ["show", "full", "processlist"] => {
-                let all: Vec<(u32, Arc<Process>)> =
-                    self.engine.processes.lock().iter().map(|(id, p)| (*id, p.clone())).collect();
+                // Without PROCESS, an account sees only its own connections.
+                let everyone = self.allowed_global(crate::users::privs::PROCESS);
+                let all: Vec<(u32, Arc<Process>)> = self
+                    .engine
+                    .processes
+                    .lock()
+                    .iter()
+                    .filter(|(_, p)| everyone || p.user() == self.user)
+                    .map(|(id, p)| (*id, p.clone()))
+                    .collect();
                 Some(Ok(process::show(&all, words[1] == "full")))
             }
             ["analyze", "table", ..] => {
@@ -755,6 +1192,7 @@ impl Session {
     pub async fn run(&mut self, stmt: &ast::Statement, params: &[Value]) -> Result<QueryResult> {
         use ast::Statement as S;
         self.warnings.clear();
+        self.check_access(stmt)?;
         let r = match stmt {
             S::Query(_) | S::Insert(_) | S::Update(_) | S::Delete(_) => self.run_in_txn(stmt, params).await,
             S::StartTransaction { .. } => self.start(None).await,
@@ -1158,4 +1596,23 @@ pub async fn exec_statement(
         ast::Statement::Delete(del) => dml.delete(txn, del).await,
         other => Err(Error::unsupported(truncate_sql(&other.to_string()))),
     }
+}
+
+/// Names of the CTEs a statement defines (lower case): relations by these names are not
+/// tables.
+fn cte_names(stmt: &ast::Statement) -> Vec<String> {
+    use sqlparser::ast::{Visit, Visitor};
+    struct Ctes(Vec<String>);
+    impl Visitor for Ctes {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &ast::Query) -> std::ops::ControlFlow<()> {
+            if let Some(w) = &q.with {
+                self.0.extend(w.cte_tables.iter().map(|c| c.alias.name.value.to_ascii_lowercase()));
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let mut v = Ctes(Vec::new());
+    let _ = stmt.visit(&mut v);
+    v.0
 }

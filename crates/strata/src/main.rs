@@ -64,9 +64,13 @@ struct ServerArgs {
     /// Data directory.
     #[arg(long, default_value = "./strata-data")]
     data_dir: PathBuf,
-    /// Password of root (empty by default).
+    /// Password of root: set at the first start, and reset to this on later starts when
+    /// given (root is created without one, which is only allowed on loopback).
     #[arg(long, default_value = "")]
     root_password: String,
+    /// Listen on a non-loopback address even though root has no password.
+    #[arg(long)]
+    insecure: bool,
     /// How long old versions are kept for readers, in seconds (tidb_gc_life_time).
     #[arg(long, default_value_t = 600)]
     gc_life_time: u64,
@@ -125,13 +129,21 @@ async fn server(args: ServerArgs) -> Result<()> {
     let oracle = Arc::new(LocalOracle::open(engine.clone(), Arc::new(SystemClock))?);
     let client: Arc<dyn Client> = Arc::new(local);
     let sql = Engine::open(client, oracle.clone() as Arc<dyn Oracle>).await?;
+    sql.users.bootstrap_root(&args.root_password).await?;
+    let root_open = sql.users.get("root", "%").is_some_and(|r| !r.has_password());
+    if root_open && !is_loopback(&args.host) && !args.insecure {
+        bail!(
+            "refusing to listen on {} while root has no password: give --root-password, or --insecure to \
+             allow it anyway",
+            args.host
+        );
+    }
 
     let addr = format!("{}:{}", args.host, args.port);
     let server = Server::bind(
         &addr,
         sql.clone(),
         ServerOptions {
-            root_password: args.root_password.clone(),
             max_connections: args.max_connections,
             connect_timeout: Duration::from_secs(args.connect_timeout.max(1)),
             ..Default::default()
@@ -246,6 +258,11 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+/// Whether `host` only accepts connections from this machine.
+fn is_loopback(host: &str) -> bool {
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The machine's RAM in bytes (from /proc/meminfo; 0 when unknown).

@@ -1,0 +1,160 @@
+//! Accounts over the wire: logins are checked (1045 for an unknown user or a wrong
+//! password), statements are checked against privileges granted at the global, database and
+//! table levels (1142, 1044, 1227, 1095), and accounts and grants survive a restart.
+
+mod common;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, OptsBuilder};
+
+fn opts(port: u16, user: &str, password: &str, db: Option<&str>) -> Opts {
+    OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(port)
+        .user(Some(user))
+        .pass(Some(password))
+        .db_name(db)
+        .prefer_socket(false)
+        .into()
+}
+
+fn code(e: mysql_async::Error) -> u16 {
+    match e {
+        mysql_async::Error::Server(s) => s.code,
+        other => panic!("expected a server error, got {other}"),
+    }
+}
+
+async fn login_error(port: u16, user: &str, password: &str) -> u16 {
+    match Conn::new(opts(port, user, password, None)).await {
+        Ok(_) => panic!("{user} logged in with a wrong password"),
+        Err(e) => code(e),
+    }
+}
+
+async fn error_of(c: &mut Conn, sql: &str) -> u16 {
+    match c.query_drop(sql).await {
+        Ok(()) => panic!("expected an error from {sql}"),
+        Err(e) => code(e),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logins_and_privileges_are_checked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let mut server = common::StrataProcess::start(&data);
+    let port = server.port;
+    let mut root = Conn::new(opts(port, "root", "", None)).await.expect("root logs in");
+    for s in [
+        "CREATE DATABASE shop",
+        "CREATE TABLE shop.items (id INT PRIMARY KEY, name VARCHAR(20))",
+        "CREATE TABLE shop.secret (id INT PRIMARY KEY)",
+        "INSERT INTO shop.items VALUES (1, 'pen')",
+        "CREATE USER 'app'@'%' IDENTIFIED BY 'app-pw'",
+        "CREATE USER 'local'@'localhost' IDENTIFIED BY 'l-pw'",
+    ] {
+        root.query_drop(s).await.unwrap_or_else(|e| panic!("{s}: {e}"));
+    }
+
+    // Unknown users and wrong passwords get 1045 and nothing else.
+    assert_eq!(login_error(port, "nobody", "").await, 1045);
+    assert_eq!(login_error(port, "app", "wrong").await, 1045);
+    assert_eq!(login_error(port, "app", "").await, 1045);
+    // localhost matches a loopback client.
+    Conn::new(opts(port, "local", "l-pw", None)).await.expect("local logs in from loopback");
+    // An existing user with the same name fails CREATE USER with 1396.
+    assert_eq!(error_of(&mut root, "CREATE USER app IDENTIFIED BY 'x'").await, 1396);
+
+    let mut app = Conn::new(opts(port, "app", "app-pw", None)).await.expect("app logs in");
+    let me: Option<(String, String)> = app.query_first("SELECT CURRENT_USER(), USER()").await.expect("who");
+    assert_eq!(me, Some(("app@%".to_string(), "app@127.0.0.1".to_string())));
+
+    // No privileges yet.
+    assert_eq!(error_of(&mut app, "USE shop").await, 1044);
+    assert_eq!(error_of(&mut app, "SELECT * FROM shop.items").await, 1142);
+    assert_eq!(error_of(&mut app, "CREATE DATABASE mine").await, 1044);
+    assert_eq!(error_of(&mut app, "CREATE USER eve").await, 1227);
+    assert_eq!(error_of(&mut app, "GRANT SELECT ON shop.* TO app").await, 1044);
+
+    // Database-level SELECT.
+    root.query_drop("GRANT SELECT ON shop.* TO 'app'@'%'").await.expect("grant");
+    app.query_drop("USE shop").await.expect("use after grant");
+    let n: Option<i64> = app.query_first("SELECT COUNT(*) FROM items").await.expect("select");
+    assert_eq!(n, Some(1));
+    // Subqueries and joins read tables too.
+    let n: Option<i64> = app
+        .query_first("SELECT COUNT(*) FROM items WHERE id IN (SELECT id FROM secret)")
+        .await
+        .expect("subquery on granted tables");
+    assert_eq!(n, Some(0));
+    assert_eq!(error_of(&mut app, "INSERT INTO items VALUES (2, 'ink')").await, 1142);
+    assert_eq!(error_of(&mut app, "DELETE FROM items").await, 1142);
+    assert_eq!(error_of(&mut app, "DROP TABLE items").await, 1142);
+
+    // Table-level INSERT on one table only.
+    root.query_drop("GRANT INSERT ON shop.items TO app").await.expect("grant insert");
+    app.query_drop("INSERT INTO items VALUES (2, 'ink')").await.expect("insert after grant");
+    assert_eq!(error_of(&mut app, "INSERT INTO secret VALUES (1)").await, 1142);
+    let grants: Vec<String> = app.query("SHOW GRANTS").await.expect("show grants");
+    assert_eq!(
+        grants,
+        vec![
+            "GRANT USAGE ON *.* TO 'app'@'%'".to_string(),
+            "GRANT SELECT ON `shop`.* TO 'app'@'%'".to_string(),
+            "GRANT INSERT ON `shop`.`items` TO 'app'@'%'".to_string(),
+        ]
+    );
+
+    // Revoking takes effect on the next statement.
+    root.query_drop("REVOKE SELECT ON shop.* FROM app").await.expect("revoke");
+    assert_eq!(error_of(&mut app, "SELECT * FROM items").await, 1142);
+    assert_eq!(error_of(&mut root, "REVOKE DELETE ON nosuch.* FROM app").await, 1141);
+
+    // PROCESS and SUPER: app sees only its own connections and cannot kill root's.
+    let ids: Vec<(u64, String)> = app
+        .query_map("SHOW PROCESSLIST", |row: mysql_async::Row| {
+            (row.get::<u64, _>(0).expect("id"), row.get::<String, _>(1).expect("user"))
+        })
+        .await
+        .expect("processlist");
+    assert!(ids.iter().all(|(_, u)| u == "app"), "{ids:?}");
+    let root_id: Option<u64> = root.query_first("SELECT CONNECTION_ID()").await.expect("id");
+    assert_eq!(error_of(&mut app, &format!("KILL {}", root_id.expect("id"))).await, 1095);
+
+    // A user changes their own password; the old one stops working.
+    app.query_drop("SET PASSWORD = 'new-pw'").await.expect("own password");
+    assert_eq!(login_error(port, "app", "app-pw").await, 1045);
+    drop(app);
+
+    // Accounts, passwords and grants survive a restart; root gets a password.
+    root.disconnect().await.expect("disconnect");
+    server.stop();
+    let mut server = common::StrataProcess::start_with(&data, &["--root-password", "r00t"], &[]);
+    let port = server.port;
+    assert_eq!(login_error(port, "root", "").await, 1045);
+    let mut root = Conn::new(opts(port, "root", "r00t", None)).await.expect("root with its new password");
+    let mut app = Conn::new(opts(port, "app", "new-pw", Some("shop"))).await.expect("app after restart");
+    app.query_drop("INSERT INTO items VALUES (3, 'cap')").await.expect("table grant kept");
+    assert_eq!(error_of(&mut app, "SELECT * FROM items").await, 1142);
+
+    // Dropped accounts cannot log in.
+    root.query_drop("DROP USER app").await.expect("drop user");
+    assert_eq!(error_of(&mut root, "DROP USER app").await, 1396);
+    root.query_drop("DROP USER IF EXISTS app").await.expect("drop user if exists");
+    assert_eq!(login_error(port, "app", "new-pw").await, 1045);
+    server.stop();
+}
+
+#[test]
+fn an_open_root_is_refused_beyond_loopback() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["server", "--host", "0.0.0.0", "--port", "0", "--status-port", "0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .output()
+        .expect("run strata");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("root has no password"), "{err}");
+}
