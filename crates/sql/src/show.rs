@@ -359,13 +359,20 @@ fn text_cols(names: &[&str]) -> Vec<OutputColumn> {
     names.iter().map(|n| OutputColumn { name: n.to_string(), org_name: n.to_string(), ..Default::default() }).collect()
 }
 
-/// Rows of an information_schema table.
+/// Rows of an information_schema table, with MySQL 8's columns (the ones tools select by
+/// name: JDBC `DatabaseMetaData`, mysqldump, SQLAlchemy reflection, GUI clients). Tables for
+/// objects Strata does not have (views, routines, triggers, partitions, files, foreign keys)
+/// exist with their columns and no rows; so do PROCESSLIST and USER_PRIVILEGES for now (SHOW
+/// PROCESSLIST and SHOW GRANTS have the data).
 pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColumn>, Vec<Vec<Value>>)> {
     let s = |v: &str| Value::str(v);
+    let int = |v: i64| Value::Int(v);
+    let null = Value::Null;
     let mut dbs = vec!["information_schema".to_string()];
     dbs.extend(cat.databases());
     let all_tables: Vec<std::sync::Arc<TableInfo>> =
         cat.databases().iter().flat_map(|d| cat.tables(d).unwrap_or_default()).collect();
+    let empty = |names: &[&str]| (text_cols(names), Vec::new());
     Ok(match table.to_ascii_lowercase().as_str() {
         "schemata" => (
             text_cols(&[
@@ -374,9 +381,10 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                 "DEFAULT_CHARACTER_SET_NAME",
                 "DEFAULT_COLLATION_NAME",
                 "SQL_PATH",
+                "DEFAULT_ENCRYPTION",
             ]),
             dbs.into_iter()
-                .map(|d| vec![s("def"), Value::str(d), s("utf8mb4"), s("utf8mb4_bin"), Value::Null])
+                .map(|d| vec![s("def"), Value::str(d), s("utf8mb4"), s("utf8mb4_bin"), null.clone(), s("NO")])
                 .collect(),
         ),
         "tables" => (
@@ -386,9 +394,21 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                 "TABLE_NAME",
                 "TABLE_TYPE",
                 "ENGINE",
+                "VERSION",
+                "ROW_FORMAT",
                 "TABLE_ROWS",
+                "AVG_ROW_LENGTH",
+                "DATA_LENGTH",
+                "MAX_DATA_LENGTH",
+                "INDEX_LENGTH",
+                "DATA_FREE",
                 "AUTO_INCREMENT",
+                "CREATE_TIME",
+                "UPDATE_TIME",
+                "CHECK_TIME",
                 "TABLE_COLLATION",
+                "CHECKSUM",
+                "CREATE_OPTIONS",
                 "TABLE_COMMENT",
             ]),
             all_tables
@@ -400,9 +420,21 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                         Value::str(t.name.clone()),
                         s("BASE TABLE"),
                         s("InnoDB"),
-                        Value::Null,
-                        Value::Null,
+                        int(10),
+                        s("Dynamic"),
+                        null.clone(),
+                        int(0),
+                        int(0),
+                        int(0),
+                        int(0),
+                        int(0),
+                        null.clone(),
+                        null.clone(),
+                        null.clone(),
+                        null.clone(),
                         s("utf8mb4_bin"),
+                        null.clone(),
+                        s(""),
                         s(""),
                     ]
                 })
@@ -413,13 +445,33 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
             for t in &all_tables {
                 for (i, c) in t.columns.iter().enumerate() {
                     let (prec, scale) = match c.ty {
-                        ColumnType::Decimal { precision, scale } => {
-                            (Value::Int(precision as i64), Value::Int(scale as i64))
+                        ColumnType::Decimal { precision, scale } => (int(precision as i64), int(scale as i64)),
+                        ColumnType::Int { bytes, unsigned } => {
+                            let digits = match (bytes, unsigned) {
+                                (1, _) => 3,
+                                (2, _) => 5,
+                                (3, _) => 7,
+                                (4, _) => 10,
+                                (_, false) => 19,
+                                (_, true) => 20,
+                            };
+                            (int(digits), int(0))
                         }
-                        ColumnType::Int { bytes, .. } => {
-                            (Value::Int([3, 5, 7, 10, 19][(bytes as usize).min(8) / 2]), Value::Int(0))
+                        ColumnType::Float => (int(12), null.clone()),
+                        ColumnType::Double => (int(22), null.clone()),
+                        _ => (null.clone(), null.clone()),
+                    };
+                    let datetime_precision = match c.ty {
+                        ColumnType::Date => int(0),
+                        ColumnType::DateTime(f) | ColumnType::Timestamp(f) | ColumnType::Time(f) => int(f as i64),
+                        _ => null.clone(),
+                    };
+                    let (chars, octets, charset, collation) = match c.ty {
+                        ColumnType::Char(n) | ColumnType::Varchar(n) | ColumnType::Text(n) => {
+                            (int(n as i64), int(n as i64 * 4), s("utf8mb4"), s("utf8mb4_bin"))
                         }
-                        _ => (Value::Null, Value::Null),
+                        ColumnType::Blob(n) => (int(n as i64), int(n as i64), null.clone(), null.clone()),
+                        _ => (null.clone(), null.clone(), null.clone(), null.clone()),
                     };
                     let data_type = c.ty.sql_name().split(['(', ' ']).next().unwrap_or("").to_string();
                     rows.push(vec![
@@ -427,23 +479,24 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                         Value::str(t.db.clone()),
                         Value::str(t.name.clone()),
                         Value::str(c.name.clone()),
-                        Value::Int(i as i64 + 1),
+                        int(i as i64 + 1),
                         default_text(&c.default),
                         s(if c.nullable { "YES" } else { "NO" }),
                         Value::str(data_type),
-                        match c.ty {
-                            ColumnType::Char(n)
-                            | ColumnType::Varchar(n)
-                            | ColumnType::Text(n)
-                            | ColumnType::Blob(n) => Value::Int(n as i64),
-                            _ => Value::Null,
-                        },
+                        chars,
+                        octets,
                         prec,
                         scale,
+                        datetime_precision,
+                        charset,
+                        collation,
                         Value::str(c.ty.sql_name()),
                         s(key_of(t, i)),
                         s(if c.auto_increment { "auto_increment" } else { "" }),
+                        s("select,insert,update,references"),
                         s(""),
+                        s(""),
+                        null.clone(),
                     ]);
                 }
             }
@@ -458,12 +511,19 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                     "IS_NULLABLE",
                     "DATA_TYPE",
                     "CHARACTER_MAXIMUM_LENGTH",
+                    "CHARACTER_OCTET_LENGTH",
                     "NUMERIC_PRECISION",
                     "NUMERIC_SCALE",
+                    "DATETIME_PRECISION",
+                    "CHARACTER_SET_NAME",
+                    "COLLATION_NAME",
                     "COLUMN_TYPE",
                     "COLUMN_KEY",
                     "EXTRA",
+                    "PRIVILEGES",
                     "COLUMN_COMMENT",
+                    "GENERATION_EXPRESSION",
+                    "SRS_ID",
                 ]),
                 rows,
             )
@@ -477,14 +537,21 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                             s("def"),
                             Value::str(t.db.clone()),
                             Value::str(t.name.clone()),
-                            Value::Int(!unique as i64),
+                            int(!unique as i64),
                             Value::str(t.db.clone()),
                             Value::str(name),
-                            Value::Int(seq as i64 + 1),
+                            int(seq as i64 + 1),
                             Value::str(t.columns[*c].name.clone()),
                             s("A"),
+                            null.clone(),
+                            null.clone(),
+                            null.clone(),
                             s(if t.columns[*c].nullable { "YES" } else { "" }),
                             s("BTREE"),
+                            s(""),
+                            s(""),
+                            s("YES"),
+                            null.clone(),
                         ]);
                     }
                 };
@@ -506,12 +573,231 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                     "SEQ_IN_INDEX",
                     "COLUMN_NAME",
                     "COLLATION",
+                    "CARDINALITY",
+                    "SUB_PART",
+                    "PACKED",
                     "NULLABLE",
                     "INDEX_TYPE",
+                    "COMMENT",
+                    "INDEX_COMMENT",
+                    "IS_VISIBLE",
+                    "EXPRESSION",
                 ]),
                 rows,
             )
         }
+        "table_constraints" | "key_column_usage" => {
+            let constraints = table.eq_ignore_ascii_case("table_constraints");
+            let mut rows = Vec::new();
+            for t in &all_tables {
+                let mut keys: Vec<(&str, &str, &[usize])> = Vec::new();
+                if let Some(pk) = &t.pk {
+                    keys.push(("PRIMARY", "PRIMARY KEY", pk));
+                }
+                for i in t.indexes.iter().filter(|i| i.is_public() && i.unique) {
+                    keys.push((&i.name, "UNIQUE", &i.columns));
+                }
+                for (name, kind, cols) in keys {
+                    if constraints {
+                        rows.push(vec![
+                            s("def"),
+                            Value::str(t.db.clone()),
+                            s(name),
+                            Value::str(t.db.clone()),
+                            Value::str(t.name.clone()),
+                            s(kind),
+                            s("YES"),
+                        ]);
+                    } else {
+                        for (seq, c) in cols.iter().enumerate() {
+                            rows.push(vec![
+                                s("def"),
+                                Value::str(t.db.clone()),
+                                s(name),
+                                s("def"),
+                                Value::str(t.db.clone()),
+                                Value::str(t.name.clone()),
+                                Value::str(t.columns[*c].name.clone()),
+                                int(seq as i64 + 1),
+                                null.clone(),
+                                null.clone(),
+                                null.clone(),
+                                null.clone(),
+                            ]);
+                        }
+                    }
+                }
+            }
+            if constraints {
+                (
+                    text_cols(&[
+                        "CONSTRAINT_CATALOG",
+                        "CONSTRAINT_SCHEMA",
+                        "CONSTRAINT_NAME",
+                        "TABLE_SCHEMA",
+                        "TABLE_NAME",
+                        "CONSTRAINT_TYPE",
+                        "ENFORCED",
+                    ]),
+                    rows,
+                )
+            } else {
+                (
+                    text_cols(&[
+                        "CONSTRAINT_CATALOG",
+                        "CONSTRAINT_SCHEMA",
+                        "CONSTRAINT_NAME",
+                        "TABLE_CATALOG",
+                        "TABLE_SCHEMA",
+                        "TABLE_NAME",
+                        "COLUMN_NAME",
+                        "ORDINAL_POSITION",
+                        "POSITION_IN_UNIQUE_CONSTRAINT",
+                        "REFERENCED_TABLE_SCHEMA",
+                        "REFERENCED_TABLE_NAME",
+                        "REFERENCED_COLUMN_NAME",
+                    ]),
+                    rows,
+                )
+            }
+        }
+        "engines" => (
+            text_cols(&["ENGINE", "SUPPORT", "COMMENT", "TRANSACTIONS", "XA", "SAVEPOINTS"]),
+            vec![vec![s("InnoDB"), s("DEFAULT"), s("Strata's transactional engine"), s("YES"), s("NO"), s("NO")]],
+        ),
+        "character_sets" => (
+            text_cols(&["CHARACTER_SET_NAME", "DEFAULT_COLLATE_NAME", "DESCRIPTION", "MAXLEN"]),
+            vec![vec![s("utf8mb4"), s("utf8mb4_bin"), s("UTF-8 Unicode"), int(4)]],
+        ),
+        "collations" => (
+            text_cols(&[
+                "COLLATION_NAME",
+                "CHARACTER_SET_NAME",
+                "ID",
+                "IS_DEFAULT",
+                "IS_COMPILED",
+                "SORTLEN",
+                "PAD_ATTRIBUTE",
+            ]),
+            vec![vec![s("utf8mb4_bin"), s("utf8mb4"), int(46), s("Yes"), s("Yes"), int(1), s("PAD SPACE")]],
+        ),
+        "user_privileges" => empty(&["GRANTEE", "TABLE_CATALOG", "PRIVILEGE_TYPE", "IS_GRANTABLE"]),
+        "processlist" => empty(&["ID", "USER", "HOST", "DB", "COMMAND", "TIME", "STATE", "INFO"]),
+        "views" => empty(&[
+            "TABLE_CATALOG",
+            "TABLE_SCHEMA",
+            "TABLE_NAME",
+            "VIEW_DEFINITION",
+            "CHECK_OPTION",
+            "IS_UPDATABLE",
+            "DEFINER",
+            "SECURITY_TYPE",
+            "CHARACTER_SET_CLIENT",
+            "COLLATION_CONNECTION",
+        ]),
+        "routines" => empty(&[
+            "SPECIFIC_NAME",
+            "ROUTINE_CATALOG",
+            "ROUTINE_SCHEMA",
+            "ROUTINE_NAME",
+            "ROUTINE_TYPE",
+            "DATA_TYPE",
+            "ROUTINE_BODY",
+            "ROUTINE_DEFINITION",
+            "EXTERNAL_NAME",
+            "IS_DETERMINISTIC",
+            "SQL_DATA_ACCESS",
+            "SECURITY_TYPE",
+            "CREATED",
+            "LAST_ALTERED",
+            "SQL_MODE",
+            "ROUTINE_COMMENT",
+            "DEFINER",
+        ]),
+        "triggers" => empty(&[
+            "TRIGGER_CATALOG",
+            "TRIGGER_SCHEMA",
+            "TRIGGER_NAME",
+            "EVENT_MANIPULATION",
+            "EVENT_OBJECT_CATALOG",
+            "EVENT_OBJECT_SCHEMA",
+            "EVENT_OBJECT_TABLE",
+            "ACTION_ORDER",
+            "ACTION_STATEMENT",
+            "ACTION_TIMING",
+            "CREATED",
+            "SQL_MODE",
+            "DEFINER",
+        ]),
+        "partitions" => empty(&[
+            "TABLE_CATALOG",
+            "TABLE_SCHEMA",
+            "TABLE_NAME",
+            "PARTITION_NAME",
+            "SUBPARTITION_NAME",
+            "PARTITION_ORDINAL_POSITION",
+            "PARTITION_METHOD",
+            "PARTITION_EXPRESSION",
+            "PARTITION_DESCRIPTION",
+            "TABLE_ROWS",
+            "DATA_LENGTH",
+            "INDEX_LENGTH",
+            "PARTITION_COMMENT",
+            "TABLESPACE_NAME",
+        ]),
+        "files" => empty(&[
+            "FILE_ID",
+            "FILE_NAME",
+            "FILE_TYPE",
+            "TABLESPACE_NAME",
+            "TABLE_CATALOG",
+            "TABLE_SCHEMA",
+            "TABLE_NAME",
+            "LOGFILE_GROUP_NAME",
+            "LOGFILE_GROUP_NUMBER",
+            "ENGINE",
+            "FULLTEXT_KEYS",
+            "DELETED_ROWS",
+            "UPDATE_COUNT",
+            "FREE_EXTENTS",
+            "TOTAL_EXTENTS",
+            "EXTENT_SIZE",
+            "INITIAL_SIZE",
+            "MAXIMUM_SIZE",
+            "AUTOEXTEND_SIZE",
+            "CREATION_TIME",
+            "LAST_UPDATE_TIME",
+            "LAST_ACCESS_TIME",
+            "RECOVER_TIME",
+            "TRANSACTION_COUNTER",
+            "VERSION",
+            "ROW_FORMAT",
+            "TABLE_ROWS",
+            "AVG_ROW_LENGTH",
+            "DATA_LENGTH",
+            "MAX_DATA_LENGTH",
+            "INDEX_LENGTH",
+            "DATA_FREE",
+            "CREATE_TIME",
+            "UPDATE_TIME",
+            "CHECK_TIME",
+            "CHECKSUM",
+            "STATUS",
+            "EXTRA",
+        ]),
+        "referential_constraints" => empty(&[
+            "CONSTRAINT_CATALOG",
+            "CONSTRAINT_SCHEMA",
+            "CONSTRAINT_NAME",
+            "UNIQUE_CONSTRAINT_CATALOG",
+            "UNIQUE_CONSTRAINT_SCHEMA",
+            "UNIQUE_CONSTRAINT_NAME",
+            "MATCH_OPTION",
+            "UPDATE_RULE",
+            "DELETE_RULE",
+            "TABLE_NAME",
+            "REFERENCED_TABLE_NAME",
+        ]),
         other => {
             return Err(Error::user(Code::NoSuchTable, format!("Table 'information_schema.{other}' doesn't exist")))
         }
