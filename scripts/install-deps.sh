@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages Strata's build needs on a Debian/Ubuntu machine (RocksDB is
 # C++ compiled by cmake/g++, and its bindings are generated through libclang), plus, with
-# --test, what the test suite's client programs need (Python + PyMySQL, Go, a JDK, Maven).
+# --test, what the test suite's client programs need (Python + PyMySQL, Go, a JDK, Maven,
+# the mariadb client and mariadb-dump).
 # Packages already present are skipped, so a machine that has them installs nothing.
 set -euo pipefail
 
@@ -23,6 +24,8 @@ if $tests; then
   command -v go >/dev/null || need+=(golang-go)
   command -v java >/dev/null || need+=(default-jdk-headless)
   command -v mvn >/dev/null || need+=(maven)
+  # crates/strata/tests/dump.rs round-trips a database through mariadb-dump and mariadb.
+  command -v mariadb-dump >/dev/null || need+=(mariadb-client)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive

@@ -98,6 +98,7 @@ impl Engine {
             named: HashMap::new(),
             account_host: "%".into(),
             client_host: "localhost".into(),
+            savepoints: Vec::new(),
         }
     }
 
@@ -170,6 +171,8 @@ pub struct Session {
     account_host: String,
     /// The client's address without port (USER() is `user@client_host`).
     client_host: String,
+    /// SAVEPOINTs of the open transaction, oldest first.
+    savepoints: Vec<(String, strata_txn::Savepoint)>,
 }
 
 /// Parses `sql`, refusing statements nested too deeply to walk safely (see `depth`).
@@ -499,8 +502,39 @@ impl Session {
         Ok(txn)
     }
 
-    fn finish_txn(&self) {
+    fn finish_txn(&mut self) {
         self.engine.active.lock().remove(&self.conn_id);
+        self.savepoints.clear();
+    }
+
+    /// SAVEPOINT, ROLLBACK TO SAVEPOINT, RELEASE SAVEPOINT. Outside a transaction SAVEPOINT
+    /// does nothing (autocommit ends the implicit one at once), as in MySQL.
+    fn savepoint(&mut self, op: &str, name: &ast::Ident) -> Result<QueryResult> {
+        let name = name.value.to_ascii_lowercase();
+        let at = self.savepoints.iter().position(|(n, _)| *n == name);
+        let missing = || Error::user(Code::FunctionNotExists, format!("SAVEPOINT {name} does not exist"));
+        match op {
+            "set" => {
+                if let Some(txn) = &self.txn {
+                    if let Some(i) = at {
+                        self.savepoints.remove(i);
+                    }
+                    self.savepoints.push((name, txn.savepoint()));
+                }
+            }
+            "rollback" => {
+                let i = at.ok_or_else(missing)?;
+                self.savepoints.truncate(i + 1);
+                if let Some(txn) = &mut self.txn {
+                    txn.rollback_to(&self.savepoints[i].1);
+                }
+            }
+            _ => {
+                let i = at.ok_or_else(missing)?;
+                self.savepoints.truncate(i);
+            }
+        }
+        Ok(QueryResult::ok(0))
     }
 
     /// Commits the open transaction, if any.
@@ -1090,6 +1124,10 @@ impl Session {
 
     /// Statements handled before the SQL parser (syntax it does not know).
     async fn special(&mut self, sql: &str) -> Option<Result<QueryResult>> {
+        // mysqldump wraps version-dependent syntax in executable comments:
+        // `START TRANSACTION /*!40100 WITH CONSISTENT SNAPSHOT */`.
+        let unwrapped = unwrap_executable_comments(sql);
+        let sql = unwrapped.as_ref();
         if let Some(r) = self.sql_prepared(sql).await {
             return Some(r);
         }
@@ -1122,6 +1160,19 @@ impl Session {
                 }))
             }
             ["admin", "check", "table", ..] => Some(self.admin_check(t).await),
+            // mysqldump brackets each table's rows with these; like InnoDB, there are no
+            // non-unique index builds to defer, so they change nothing (the table must exist).
+            ["alter", "table", name, "disable" | "enable", "keys"] => {
+                let name = name.trim_matches('`');
+                let (db, table) = match name.split_once('.') {
+                    Some((d, t)) => (Some(d.trim_matches('`').to_string()), t.trim_matches('`').to_string()),
+                    None => (self.db.clone(), name.to_string()),
+                };
+                Some(match db {
+                    None => Err(Error::user(Code::NoDb, "No database selected")),
+                    Some(db) => self.engine.catalog.table(&db, &table).map(|_| QueryResult::ok(0)),
+                })
+            }
             ["show", "index" | "indexes" | "keys", "from" | "in", ..] => {
                 Some(crate::show::show_index(&self.engine.catalog, t, &self.db))
             }
@@ -1198,6 +1249,9 @@ impl Session {
             S::StartTransaction { .. } => self.start(None).await,
             S::Commit { .. } => self.commit().await.map(|_| QueryResult::ok(0)),
             S::Rollback { savepoint: None, .. } => self.rollback().await.map(|_| QueryResult::ok(0)),
+            S::Rollback { savepoint: Some(name), .. } => self.savepoint("rollback", name),
+            S::Savepoint { name } => self.savepoint("set", name),
+            S::ReleaseSavepoint { name } => self.savepoint("release", name),
             S::Set(set) => self.set(set).await,
             S::Use(u) => {
                 let name = match u {
@@ -1615,4 +1669,74 @@ fn cte_names(stmt: &ast::Statement) -> Vec<String> {
     let mut v = Ctes(Vec::new());
     let _ = stmt.visit(&mut v);
     v.0
+}
+
+/// MySQL's executable comments: `/*! text */` and `/*!NNNNN text */` run `text` (the version
+/// number says since when; Strata claims 8.0, so every one runs). Returns `sql` with their
+/// markers removed; quoted strings are left alone.
+pub fn unwrap_executable_comments(sql: &str) -> std::borrow::Cow<'_, str> {
+    if !sql.contains("/*!") {
+        return std::borrow::Cow::Borrowed(sql);
+    }
+    let b = sql.as_bytes();
+    let mut out = String::with_capacity(sql.len());
+    let mut i = 0;
+    let mut quote: Option<u8> = None;
+    let mut in_exec = false;
+    let mut start = 0;
+    while i < b.len() {
+        let c = b[i];
+        match quote {
+            Some(q) => {
+                if c == b'\\' {
+                    i += 2;
+                    continue;
+                }
+                if c == q {
+                    quote = None;
+                }
+            }
+            None => {
+                if c == b'\'' || c == b'"' || c == b'`' {
+                    quote = Some(c);
+                } else if !in_exec && sql[i..].starts_with("/*!") {
+                    out.push_str(&sql[start..i]);
+                    out.push(' ');
+                    i += 3;
+                    while i < b.len() && b[i].is_ascii_digit() {
+                        i += 1;
+                    }
+                    start = i;
+                    in_exec = true;
+                    continue;
+                } else if in_exec && sql[i..].starts_with("*/") {
+                    out.push_str(&sql[start..i]);
+                    out.push(' ');
+                    i += 2;
+                    start = i;
+                    in_exec = false;
+                    continue;
+                }
+            }
+        }
+        i += 1;
+    }
+    out.push_str(&sql[start.min(sql.len())..]);
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod comment_tests {
+    use super::unwrap_executable_comments as u;
+
+    #[test]
+    fn executable_comments_run_their_text() {
+        assert_eq!(
+            u("START TRANSACTION /*!40100 WITH CONSISTENT SNAPSHOT */").split_whitespace().collect::<Vec<_>>(),
+            ["START", "TRANSACTION", "WITH", "CONSISTENT", "SNAPSHOT"]
+        );
+        assert_eq!(u("/*!40101 SET NAMES utf8mb4 */").trim(), "SET NAMES utf8mb4");
+        assert_eq!(u("SELECT '/*!1 x */'"), "SELECT '/*!1 x */'");
+        assert_eq!(u("SELECT 1 /* plain */"), "SELECT 1 /* plain */");
+    }
 }

@@ -5,4 +5,4 @@
 pub mod resolver;
 pub mod transaction;
 
-pub use transaction::{Isolation, Transaction, TxnOptions};
+pub use transaction::{Isolation, Savepoint, Transaction, TxnOptions};

@@ -66,7 +66,23 @@ pub struct Transaction {
     primary: Option<Vec<u8>>,
 }
 
+/// A point a transaction can roll back to (SAVEPOINT): the writes of its statements so
+/// far. Locks taken after it are kept, as InnoDB keeps them.
+#[derive(Clone, Debug)]
+pub struct Savepoint(BTreeMap<Vec<u8>, Option<Vec<u8>>>);
+
 impl Transaction {
+    /// The writes so far, to roll back to later.
+    pub fn savepoint(&self) -> Savepoint {
+        Savepoint(self.buffer.clone())
+    }
+
+    /// Drops every write made after `sp`.
+    pub fn rollback_to(&mut self, sp: &Savepoint) {
+        self.buffer = sp.0.clone();
+        self.stmt.clear();
+    }
+
     /// Begins a transaction at a fresh timestamp.
     pub async fn begin(client: Arc<dyn Client>, oracle: Arc<dyn Oracle>, opts: TxnOptions) -> Result<Transaction> {
         let start_ts = oracle.get_ts().await?;
