@@ -254,11 +254,8 @@ impl P {
                 bits |= privs::GRANT_OPTION;
             } else if self.eat_seq(&["CREATE", "USER"]) {
                 bits |= privs::CREATE_USER;
-            } else if let Some(name) = UNMODELLED.iter().find(|n| {
-                let words: Vec<&str> = n.split(' ').collect();
-                self.eat_seq(&words)
-            }) {
-                let _ = name;
+            } else if UNMODELLED.iter().any(|n| self.eat_seq(&n.split(' ').collect::<Vec<_>>())) {
+                // Accepted, not modelled: nothing to record.
             } else {
                 let w = self.word().ok_or_else(|| self.error())?;
                 let b = privs::by_name(&w).ok_or_else(|| self.error())?;
