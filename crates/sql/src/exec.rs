@@ -815,7 +815,11 @@ pub async fn scan_limited(
             count_reads(Read::Key, 1);
             loop {
                 checkpoint().await?;
-                let entries = ctx.txn.scan(&start, &end, batch).await?;
+                let entries = if lock {
+                    ctx.txn.scan_for_update(&start, &end, batch).await?
+                } else {
+                    ctx.txn.scan(&start, &end, batch).await?
+                };
                 let n = entries.len();
                 count_reads(Read::Next, n);
                 let mut keys = Vec::with_capacity(n);
@@ -875,7 +879,11 @@ impl Scanner<'_, '_> {
         }
         loop {
             checkpoint().await?;
-            let pairs = ctx.txn.scan(&start, end, batch).await?;
+            let pairs = if self.lock {
+                ctx.txn.scan_for_update(&start, end, batch).await?
+            } else {
+                ctx.txn.scan(&start, end, batch).await?
+            };
             let n = pairs.len();
             count_reads(if self.full_scan { Read::RndNext } else { Read::Next }, n);
             if let Some((last, _)) = pairs.last() {
@@ -883,8 +891,8 @@ impl Scanner<'_, '_> {
                 start.push(0);
             }
             if self.lock {
-                // Current read: lock the rows that match on the snapshot, then re-check the
-                // filter on their latest versions.
+                // Current read: lock the rows that match as last committed, then re-check
+                // the filter on the versions read under the lock.
                 let mut keys = Vec::new();
                 for (k, v) in pairs {
                     let (row, _) = decode_row(self.table, &v)?;

@@ -39,6 +39,41 @@ async fn anomalies() {
     anomaly_lost_update_optimistic(&server).await;
     anomaly_write_skew_allowed_under_si(&server).await;
     lock_wait_timeout_and_deadlock(&server).await;
+    pessimistic_writes_read_the_latest_rows(&server).await;
+}
+
+/// Pessimistic UPDATE, DELETE and SELECT ... FOR UPDATE read the latest committed rows, as
+/// InnoDB does: a matching row inserted (or changed) by another transaction after BEGIN is
+/// changed, not skipped, while plain SELECTs keep reading the snapshot.
+async fn pessimistic_writes_read_the_latest_rows(server: &common::StrataProcess) {
+    let pool = setup(server, "current_read").await;
+    let mut a = pool.get_conn().await.expect("conn");
+    let mut b = pool.get_conn().await.expect("conn");
+    a.query_drop("BEGIN").await.expect("begin");
+    let n: Option<i64> = a.query_first("SELECT COUNT(*) FROM t").await.expect("snapshot");
+    assert_eq!(n, Some(2));
+    b.query_drop("INSERT INTO t VALUES (3, 3)").await.expect("b inserts after a began");
+    b.query_drop("UPDATE t SET v = 20 WHERE id = 2").await.expect("b updates after a began");
+    // The snapshot does not see them...
+    let n: Option<i64> = a.query_first("SELECT COUNT(*) FROM t WHERE v >= 2").await.expect("snapshot");
+    assert_eq!(n, Some(1));
+    // ...a locking read does.
+    let locked: Vec<(i64, i64)> = a.query("SELECT id, v FROM t WHERE v >= 2 FOR UPDATE").await.expect("for update");
+    assert_eq!(locked, vec![(2, 20), (3, 3)]);
+    a.query_drop("UPDATE t SET v = v + 1 WHERE v >= 2").await.expect("update");
+    assert_eq!(a.affected_rows(), 2, "the row inserted after BEGIN is updated too");
+    a.query_drop("COMMIT").await.expect("commit");
+    let rows: Vec<(i64, i64)> = a.query("SELECT id, v FROM t ORDER BY id").await.expect("after");
+    assert_eq!(rows, vec![(1, 1), (2, 21), (3, 4)]);
+    // DELETE too.
+    a.query_drop("BEGIN").await.expect("begin");
+    let _: Option<i64> = a.query_first("SELECT COUNT(*) FROM t").await.expect("snapshot");
+    b.query_drop("INSERT INTO t VALUES (4, 100)").await.expect("b inserts");
+    a.query_drop("DELETE FROM t WHERE v >= 100").await.expect("delete");
+    assert_eq!(a.affected_rows(), 1);
+    a.query_drop("COMMIT").await.expect("commit");
+    let n: Option<i64> = a.query_first("SELECT COUNT(*) FROM t").await.expect("count");
+    assert_eq!(n, Some(3));
 }
 
 async fn anomaly_dirty_read(server: &common::StrataProcess) {

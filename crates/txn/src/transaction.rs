@@ -64,6 +64,9 @@ pub struct Transaction {
     /// Keys this transaction holds pessimistic locks on (or, optimistic, wants Lock records).
     locked: BTreeSet<Vec<u8>>,
     primary: Option<Vec<u8>>,
+    /// The running statement's current-read timestamp (pessimistic locking scans), taken
+    /// at its first locking scan.
+    current_ts: Option<Timestamp>,
 }
 
 /// A point a transaction can roll back to (SAVEPOINT): the writes of its statements so
@@ -96,6 +99,7 @@ impl Transaction {
             stmt: BTreeMap::new(),
             locked: BTreeSet::new(),
             primary: None,
+            current_ts: None,
         })
     }
 
@@ -122,6 +126,7 @@ impl Transaction {
     /// Marks the start of a statement (READ COMMITTED takes a new read timestamp).
     pub async fn start_statement(&mut self) -> Result<()> {
         self.stmt.clear();
+        self.current_ts = None;
         if self.opts.isolation == Isolation::ReadCommitted {
             self.read_ts = self.oracle.get_ts().await?;
         }
@@ -180,6 +185,36 @@ impl Transaction {
     /// Reads `[start, end)` at the snapshot with this transaction's writes applied, up to
     /// `limit` entries.
     pub async fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.scan_at(start, end, limit, self.read_ts).await
+    }
+
+    /// The candidates of a locking scan (UPDATE, DELETE, SELECT ... FOR UPDATE). Pessimistic
+    /// transactions read what they write as InnoDB does: the latest committed rows (at a
+    /// fresh timestamp, one per statement), so a matching row committed after the
+    /// transaction began is found, locked and changed rather than skipped. Optimistic ones
+    /// read their snapshot (commit fails if a row read changed).
+    pub async fn scan_for_update(&mut self, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        if self.opts.mode == LockMode::Optimistic {
+            return self.scan(start, end, limit).await;
+        }
+        let ts = match self.current_ts {
+            Some(ts) => ts,
+            None => {
+                let ts = self.oracle.get_ts().await?;
+                self.current_ts = Some(ts);
+                ts
+            }
+        };
+        self.scan_at(start, end, limit, ts).await
+    }
+
+    async fn scan_at(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        read_ts: Timestamp,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         // Each buffered write in the range hides at most one stored row, so `limit` plus
         // their number of stored rows is enough to fill `limit` after the overlay.
         let range = (Bound::Included(start.to_vec()), Bound::Excluded(end.to_vec()));
@@ -191,7 +226,7 @@ impl Transaction {
         let want = limit.saturating_add(pending);
         let mut attempt = 0;
         let stored = loop {
-            match self.client.scan(start, end, self.read_ts, want).await {
+            match self.client.scan(start, end, read_ts, want).await {
                 Err(Error::KeyLocked(lock)) if attempt < MAX_RESOLVE_ATTEMPTS => {
                     resolve_lock(self.client.as_ref(), self.oracle.as_ref(), &lock, attempt).await?;
                     attempt += 1;
