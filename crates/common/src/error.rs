@@ -37,6 +37,7 @@ codes! {
     NonexistingGrant = 1141, "42000";
     CantCreateUserWithGrant = 1410, "42000";
     KillDenied = 1095, "HY000";
+    ClientInteractionTimeout = 4031, "HY000";
     NoDb = 1046, "3D000";
     UnknownCom = 1047, "08S01";
     BadNull = 1048, "23000";

@@ -114,11 +114,29 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             Err(_) => return Err(ConnError::Handshake("connect_timeout expired".into())),
         }
         let interrupt = self.session.interrupt();
+        // Interactive clients (the mysql CLI) idle for interactive_timeout, others for
+        // wait_timeout, as in MySQL: the session's wait_timeout starts as that value.
+        if self.caps & caps::INTERACTIVE != 0 {
+            self.session.start_interactive();
+        }
         loop {
-            // An idle connection closes as soon as another connection kills it.
+            // An idle connection closes as soon as another connection kills it, or after
+            // wait_timeout seconds without a command (its open transaction rolls back then,
+            // releasing its locks). MySQL 8 says why before closing.
+            let idle = self.session.wait_timeout();
             let read = tokio::select! {
                 r = self.io.read() => r,
                 _ = interrupt.until_connection_killed() => return Ok(()),
+                _ = tokio::time::sleep(idle) => {
+                    self.io.seq = 0;
+                    self.send_error(&Error::user(
+                        Code::ClientInteractionTimeout,
+                        "The client was disconnected by the server because of inactivity. See wait_timeout and \
+                         interactive_timeout for configuring this behavior.",
+                    ));
+                    let _ = self.io.flush().await;
+                    return Ok(());
+                }
             };
             let payload = match read {
                 Ok(p) => p,

@@ -337,6 +337,19 @@ impl Session {
         }
     }
 
+    /// How long the connection may sit idle between commands (wait_timeout, seconds).
+    pub fn wait_timeout(&self) -> std::time::Duration {
+        let secs = self.vars.get("wait_timeout").and_then(|v| v.as_i64()).unwrap_or(28_800).clamp(1, 31_536_000);
+        std::time::Duration::from_secs(secs as u64)
+    }
+
+    /// An interactive client: its wait_timeout starts as interactive_timeout.
+    pub fn start_interactive(&mut self) {
+        if let Some(v) = self.vars.get("interactive_timeout").cloned() {
+            self.vars.insert("wait_timeout".into(), v);
+        }
+    }
+
     /// Whether the logged-in account requires TLS (REQUIRE SSL).
     pub fn requires_tls(&self) -> bool {
         self.engine.users.with(&self.user, &self.account_host, |a| a.require_ssl).unwrap_or(false)

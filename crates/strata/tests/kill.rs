@@ -125,6 +125,21 @@ async fn kill_query_and_kill_connection() {
     assert_eq!(n, Some(0), "the killed connection's insert was rolled back");
     assert!(holder.query_drop("SELECT 1").await.is_err(), "the killed connection is closed");
 
+    // A connection idle past wait_timeout is closed, with its transaction rolled back and
+    // its locks released.
+    let mut idle = pool.get_conn().await.expect("connect");
+    idle.query_drop("SET SESSION wait_timeout = 1").await.expect("set wait_timeout");
+    idle.query_drop("BEGIN").await.expect("begin");
+    idle.query_drop("UPDATE k.t SET v = 3000 WHERE id = 6").await.expect("update");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let started = Instant::now();
+    admin.query_drop("UPDATE k.t SET v = 4000 WHERE id = 6").await.expect("the idle lock was released");
+    assert!(started.elapsed() < Duration::from_secs(5), "waited for the idle transaction's lock");
+    let v: Option<i64> = admin.query_first("SELECT v FROM k.t WHERE id = 6").await.expect("read");
+    assert_eq!(v, Some(4000));
+    let e = idle.query_drop("SELECT 1").await.expect_err("the idle connection is closed");
+    assert!(matches!(server_code(&e), Some((4031, _)) | None), "{e}");
+
     // KILL (CONNECTION) of a running statement: it stops and the connection closes.
     let busy = pool.get_conn().await.expect("connect");
     let busy_id = busy.id();
