@@ -1,6 +1,7 @@
 //! Types shared by every layer of Strata: the error enum (with its MySQL error numbers), the
 //! newtypes for identifiers and timestamps, and the SQL `Value`.
 
+pub mod cancel;
 pub mod error;
 pub mod ids;
 pub mod time;

@@ -98,8 +98,11 @@ impl Client for LocalClient {
                 continue;
             };
             self.locks.start_wait(req.start_ts, b.holder)?;
-            let waited = tokio::time::timeout_at(deadline, fut).await;
+            // KILL of the waiting statement ends the wait at once (nothing is locked yet).
+            let waited =
+                strata_common::cancel::or_cancelled(async { Ok(tokio::time::timeout_at(deadline, fut).await) }).await;
             self.locks.end_wait(req.start_ts);
+            let waited = waited?;
             // A wake removes the key's notifier; watch afresh next time.
             watching = None;
             if waited.is_err() {

@@ -25,17 +25,21 @@ const TIMED_OUT: u8 = 3;
 pub struct Interrupt {
     state: AtomicU8,
     wake: Notify,
+    /// Woken on every kill or time-out, for waits that select on it.
+    changed: Notify,
 }
 
 impl Interrupt {
     /// Stops the running statement (`KILL QUERY`); the connection goes on.
     pub fn kill_query(&self) {
         let _ = self.state.compare_exchange(RUNNING, QUERY_KILLED, Ordering::AcqRel, Ordering::Acquire);
+        self.changed.notify_waiters();
     }
 
     /// Stops the running statement for running longer than `max_execution_time`.
     pub fn time_out(&self) {
         let _ = self.state.compare_exchange(RUNNING, TIMED_OUT, Ordering::AcqRel, Ordering::Acquire);
+        self.changed.notify_waiters();
     }
 
     /// Stops the running statement and closes the connection (`KILL CONNECTION`).
@@ -43,6 +47,7 @@ impl Interrupt {
         self.state.store(CONNECTION_KILLED, Ordering::Release);
         // A permit is kept if the connection is not waiting yet, so the wake-up is not lost.
         self.wake.notify_one();
+        self.changed.notify_waiters();
     }
 
     /// Whether the connection was killed.
@@ -93,10 +98,29 @@ tokio::task_local! {
     static CURRENT: Arc<Interrupt>;
 }
 
-/// Runs `f` (one statement) so that [`check`] inside it answers for `interrupt`.
+/// Runs `f` (one statement) so that [`check`] inside it answers for `interrupt`, and so
+/// that lock waits below the SQL layer end when it is killed (`strata_common::cancel`).
 pub async fn scope<F: Future>(interrupt: Arc<Interrupt>, f: F) -> F::Output {
     interrupt.begin_statement();
-    CURRENT.scope(interrupt, f).await
+    let cancel: Arc<dyn strata_common::cancel::Cancel> = interrupt.clone();
+    CURRENT.scope(interrupt, strata_common::cancel::scope(cancel, f)).await
+}
+
+impl strata_common::cancel::Cancel for Interrupt {
+    fn cancelled(&self) -> std::pin::Pin<Box<dyn Future<Output = Error> + Send + '_>> {
+        Box::pin(async move {
+            loop {
+                // Registered before the state is read, so a kill in between still wakes it.
+                let notified = self.changed.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if let Err(e) = self.check() {
+                    return e;
+                }
+                notified.await;
+            }
+        })
+    }
 }
 
 /// Fails if the running statement was killed. Outside [`scope`] it always passes.

@@ -125,6 +125,36 @@ async fn kill_query_and_kill_connection() {
     assert_eq!(n, Some(0), "the killed connection's insert was rolled back");
     assert!(holder.query_drop("SELECT 1").await.is_err(), "the killed connection is closed");
 
+    // KILL QUERY and KILL CONNECTION end a lock wait at once (innodb_lock_wait_timeout is
+    // 50 s): the waiter fails with 1317, or its connection closes.
+    let mut holder = pool.get_conn().await.expect("connect");
+    holder.query_drop("BEGIN").await.expect("begin");
+    holder.query_drop("UPDATE k.t SET v = 1 WHERE id = 7").await.expect("lock row 7");
+    for kill in ["KILL QUERY", "KILL CONNECTION"] {
+        let mut waiter = pool.get_conn().await.expect("connect");
+        let waiter_id = waiter.id();
+        let wait = tokio::spawn(async move {
+            let r = waiter.query_drop("UPDATE k.t SET v = 2 WHERE id = 7").await;
+            (waiter, r)
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!wait.is_finished(), "the waiter waits for the lock");
+        let started = Instant::now();
+        admin.query_drop(format!("{kill} {waiter_id}")).await.expect("kill");
+        let (mut waiter, r) = tokio::time::timeout(Duration::from_secs(5), wait).await.expect("woken").expect("task");
+        assert!(started.elapsed() < Duration::from_secs(1), "{kill} took {:?}", started.elapsed());
+        let e = r.expect_err("the waiting statement fails");
+        if kill == "KILL QUERY" {
+            assert_eq!(server_code(&e), Some((1317, "70100".into())), "{e}");
+            waiter.query_drop("SELECT 1").await.expect("the connection goes on");
+        } else {
+            assert!(waiter.query_drop("SELECT 1").await.is_err(), "the killed connection is closed");
+        }
+    }
+    holder.query_drop("COMMIT").await.expect("commit");
+    let v: Option<i64> = admin.query_first("SELECT v FROM k.t WHERE id = 7").await.expect("read");
+    assert_eq!(v, Some(1));
+
     // A connection idle past wait_timeout is closed, with its transaction rolled back and
     // its locks released.
     let mut idle = pool.get_conn().await.expect("connect");

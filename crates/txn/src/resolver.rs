@@ -18,8 +18,12 @@ pub async fn resolve_lock(client: &dyn Client, oracle: &dyn Oracle, lock: &LockI
         TxnStatus::RolledBack => client.resolve_locks(std::slice::from_ref(&lock.key), lock.start_ts, None).await,
         TxnStatus::Locked { ttl_left_ms } => {
             let backoff = (2u64 << attempt.min(6)).min(ttl_left_ms.max(1));
-            tokio::time::sleep(Duration::from_millis(backoff)).await;
-            Ok(())
+            // KILL stops the wait at once.
+            strata_common::cancel::or_cancelled(async {
+                tokio::time::sleep(Duration::from_millis(backoff)).await;
+                Ok(())
+            })
+            .await
         }
     }
 }
