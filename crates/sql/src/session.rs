@@ -74,6 +74,12 @@ impl Engine {
         }))
     }
 
+    /// Sets the global default of a system variable (what new sessions start with and
+    /// SHOW VARIABLES reports), for settings the server takes from its command line.
+    pub fn set_global_default(&self, name: &str, value: Value) {
+        self.globals.lock().insert(name.to_ascii_lowercase(), value);
+    }
+
     /// A new session for `user`.
     pub fn session(self: &Arc<Self>, user: &str) -> Session {
         let conn_id = self.next_conn.fetch_add(1, Ordering::Relaxed);
@@ -1345,8 +1351,13 @@ impl Session {
             }
             S::ShowVariables { filter, .. } => crate::show::show_variables(&self.vars, filter.as_ref())
                 .and_then(|r| self.show_where(r, crate::show::where_of(filter.as_ref()))),
-            S::ShowDatabases { show_options, .. } => crate::show::show_databases(&self.engine.catalog, show_options)
-                .and_then(|r| self.show_where(r, crate::show::options_where(show_options))),
+            S::ShowDatabases { show_options, .. } => {
+                let visible = |db: &str| {
+                    self.engine.users.with(&self.user, &self.account_host, |a| a.sees_db(db)).unwrap_or(false)
+                };
+                crate::show::show_databases(&self.engine.catalog, show_options, visible)
+                    .and_then(|r| self.show_where(r, crate::show::options_where(show_options)))
+            }
             S::ShowTables { full, show_options, .. } => {
                 crate::show::show_tables(&self.engine.catalog, &self.db, *full, show_options)
                     .and_then(|r| self.show_where(r, crate::show::options_where(show_options)))

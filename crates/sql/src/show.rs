@@ -119,10 +119,16 @@ fn show_db_and_filter(opts: &ast::ShowStatementOptions) -> Result<(Option<String
 }
 
 /// SHOW DATABASES.
-pub fn show_databases(cat: &Catalog, opts: &ast::ShowStatementOptions) -> Result<QueryResult> {
+/// Only the databases `visible` accepts are listed (MySQL shows an account the databases it
+/// holds some privilege on).
+pub fn show_databases(
+    cat: &Catalog,
+    opts: &ast::ShowStatementOptions,
+    visible: impl Fn(&str) -> bool,
+) -> Result<QueryResult> {
     let (_, pat) = show_db_and_filter(opts)?;
     let mut names = vec!["information_schema".to_string()];
-    names.extend(cat.databases());
+    names.extend(cat.databases().into_iter().filter(|d| visible(d)));
     let rows = names.into_iter().filter(|n| matches(&pat, n)).map(|n| vec![Value::str(n)]).collect();
     Ok(QueryResult::text_rows(&["Database"], rows))
 }

@@ -130,6 +130,10 @@ async fn server(args: ServerArgs) -> Result<()> {
     let client: Arc<dyn Client> = Arc::new(local);
     let sql = Engine::open(client, oracle.clone() as Arc<dyn Oracle>).await?;
     sql.users.bootstrap_root(&args.root_password).await?;
+    // What the command line set, as SHOW VARIABLES reports it.
+    sql.set_global_default("max_connections", strata_common::Value::Int(args.max_connections as i64));
+    sql.set_global_default("connect_timeout", strata_common::Value::Int(args.connect_timeout.max(1) as i64));
+    sql.set_global_default("tidb_server_memory_limit", strata_common::Value::UInt(memory_limit as u64));
     let root_open = sql.users.get("root", "%").is_some_and(|r| !r.has_password());
     if root_open && !is_loopback(&args.host) && !args.insecure {
         bail!(

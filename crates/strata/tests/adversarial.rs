@@ -328,6 +328,10 @@ async fn connection_and_statement_limits_hold() {
     }
     // They do not keep a real client out.
     let mut first = Conn::new(opts.clone()).await.expect("log in past 500 stalled handshakes");
+    // SHOW VARIABLES reports what the command line set.
+    let limits: Option<(i64, i64)> =
+        first.query_first("SELECT @@max_connections, @@connect_timeout").await.expect("variables");
+    assert_eq!(limits, Some((4, 2)));
     let one: Option<i64> = first.query_first("SELECT 1").await.expect("select");
     assert_eq!(one, Some(1));
     // After connect_timeout the server has closed every one of them.

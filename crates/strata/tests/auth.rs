@@ -106,6 +106,15 @@ async fn logins_and_privileges_are_checked() {
         ]
     );
 
+    // SHOW DATABASES lists only what the account holds privileges on.
+    let dbs: Vec<String> = app.query("SHOW DATABASES").await.expect("show databases");
+    assert_eq!(dbs, vec!["information_schema".to_string(), "shop".to_string()]);
+    root.query_drop("CREATE DATABASE other").await.expect("create other");
+    let dbs: Vec<String> = root.query("SHOW DATABASES").await.expect("show databases");
+    assert!(dbs.contains(&"other".to_string()));
+    let dbs: Vec<String> = app.query("SHOW DATABASES").await.expect("show databases");
+    assert!(!dbs.contains(&"other".to_string()));
+
     // Revoking takes effect on the next statement.
     root.query_drop("REVOKE SELECT ON shop.* FROM app").await.expect("revoke");
     assert_eq!(error_of(&mut app, "SELECT * FROM items").await, 1142);
