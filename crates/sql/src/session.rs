@@ -321,6 +321,19 @@ impl Session {
         self.process.set_user(&account.user);
     }
 
+    /// Warns when an isolation level is served by another one (SERIALIZABLE by snapshot
+    /// isolation, READ UNCOMMITTED by READ COMMITTED), naming the level used, as TiDB does
+    /// with `tidb_skip_isolation_level_check`.
+    fn note_isolation(&mut self, requested: &str, used: &str) {
+        let requested = requested.to_ascii_uppercase().replace(['-', '_'], " ");
+        if requested != used.replace('-', " ") {
+            self.warn(
+                Code::UnsupportedIsolationLevel,
+                format!("The isolation level '{requested}' is not supported; {used} is used instead"),
+            );
+        }
+    }
+
     /// Checks a login: the account `user` logs in as from this client's host, and whether
     /// `response` proves its password under `plugin`. On success the session runs as that
     /// account and the result says whether it has a password (caching_sha2's fast path
@@ -1075,6 +1088,15 @@ impl Session {
                 needs.push((P::CREATE, "CREATE", crate::binder::split_name(db_name)?.1, None));
                 false
             }
+            // Reading a table's definition takes some privilege on it (0: any).
+            S::ShowCreate { obj_type: ast::ShowCreateObject::Table, obj_name } => {
+                writes.push((0, "SHOW", obj_name.clone()));
+                false
+            }
+            S::ExplainTable { table_name, .. } => {
+                writes.push((0, "SELECT", table_name.clone()));
+                false
+            }
             _ => false,
         };
         let mut written = Vec::new();
@@ -1098,7 +1120,13 @@ impl Session {
             });
         }
         for (bit, what, db, table) in needs {
-            if !self.allowed(bit, &db, table.as_deref()) {
+            let ok = match (&table, bit) {
+                (Some(t), 0) => {
+                    self.engine.users.with(&self.user, &self.account_host, |a| a.allows_any(&db, t)).unwrap_or(false)
+                }
+                _ => self.allowed(bit, &db, table.as_deref()),
+            };
+            if !ok {
                 return Err(match table {
                     Some(t) => crate::users::table_denied(what, &self.who(), &t),
                     None => crate::users::db_denied(&self.who(), &db),
@@ -1507,6 +1535,7 @@ impl Session {
                     if let ast::TransactionMode::IsolationLevel(level) = m {
                         let name =
                             isolation_name(&level.to_string()).ok_or_else(|| Error::parse("bad isolation level"))?;
+                        self.note_isolation(&level.to_string(), name);
                         self.vars.insert("transaction_isolation".into(), Value::str(name));
                         self.vars.insert("tx_isolation".into(), Value::str(name));
                     }
@@ -1574,6 +1603,7 @@ impl Session {
                         format!("Variable '{var}' can't be set to the value of '{text}'"),
                     )
                 })?;
+                self.note_isolation(&text, name);
                 self.vars.insert("transaction_isolation".into(), Value::str(name));
                 self.vars.insert("tx_isolation".into(), Value::str(name));
             }

@@ -200,6 +200,14 @@ impl Account {
         have & privilege == privilege
     }
 
+    /// Whether the account holds any privilege on table `table` of `db` (SHOW CREATE TABLE,
+    /// DESCRIBE).
+    pub fn allows_any(&self, db: &str, table: &str) -> bool {
+        let (db, table) = (db.to_ascii_lowercase(), table.to_ascii_lowercase());
+        (self.global | self.dbs.get(&db).copied().unwrap_or(0)) & privs::ALL_OBJECT != 0
+            || self.tables.iter().any(|(x, y, b)| *x == db && *y == table && b & privs::ALL_OBJECT != 0)
+    }
+
     /// Whether the account holds anything on `db` (USE, SHOW DATABASES).
     pub fn sees_db(&self, db: &str) -> bool {
         let db = db.to_ascii_lowercase();

@@ -120,6 +120,12 @@ async fn logins_and_privileges_are_checked() {
     assert_eq!(error_of(&mut app, "SELECT * FROM items").await, 1142);
     assert_eq!(error_of(&mut root, "REVOKE DELETE ON nosuch.* FROM app").await, 1141);
 
+    // A table's definition takes some privilege on it.
+    let create: Option<(String, String)> = app.query_first("SHOW CREATE TABLE items").await.expect("insert is enough");
+    assert!(create.is_some());
+    assert_eq!(error_of(&mut app, "SHOW CREATE TABLE secret").await, 1142);
+    assert_eq!(error_of(&mut app, "DESCRIBE secret").await, 1142);
+
     // PROCESS and SUPER: app sees only its own connections and cannot kill root's.
     let ids: Vec<(u64, String)> = app
         .query_map("SHOW PROCESSLIST", |row: mysql_async::Row| {
