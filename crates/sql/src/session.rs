@@ -462,10 +462,21 @@ impl Session {
                 [d, t] => (d.clone(), t.clone()),
                 _ => return Err(Error::parse(format!("bad table name '{name}'"))),
             };
+            self.may_see_table(&db, &t, "SELECT")?;
             let table = self.engine.catalog.table(&db, &t)?;
             self.engine.check_table(&table).await?;
         }
         Ok(QueryResult::ok(0))
+    }
+
+    /// Fails with 1142 unless the account holds some privilege on `db`.`table`.
+    fn may_see_table(&self, db: &str, table: &str, command: &str) -> Result<()> {
+        let ok = self.engine.users.with(&self.user, &self.account_host, |a| a.allows_any(db, table)).unwrap_or(false);
+        if ok {
+            Ok(())
+        } else {
+            Err(crate::users::table_denied(command, &self.who(), table))
+        }
     }
 
     /// Applies the WHERE of a SHOW statement, if any.
@@ -1217,11 +1228,15 @@ impl Session {
                 };
                 Some(match db {
                     None => Err(Error::user(Code::NoDb, "No database selected")),
-                    Some(db) => self.engine.catalog.table(&db, &table).map(|_| QueryResult::ok(0)),
+                    Some(db) => self
+                        .may_see_table(&db, &table, "ALTER")
+                        .and_then(|_| self.engine.catalog.table(&db, &table).map(|_| QueryResult::ok(0))),
                 })
             }
             ["show", "index" | "indexes" | "keys", "from" | "in", ..] => {
-                Some(crate::show::show_index(&self.engine.catalog, t, &self.db))
+                Some(crate::show::show_index(&self.engine.catalog, t, &self.db, |db, table| {
+                    self.may_see_table(db, table, "SELECT")
+                }))
             }
             ["show", "engines"] => Some(Ok(QueryResult::text_rows(
                 &["Engine", "Support", "Comment", "Transactions", "XA", "Savepoints"],

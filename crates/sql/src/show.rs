@@ -243,7 +243,13 @@ pub fn describe(cat: &Catalog, current: &Option<String>, name: &ast::ObjectName)
 }
 
 /// SHOW INDEX FROM t (FROM db) (parsed by hand: the SQL parser does not know it).
-pub fn show_index(cat: &Catalog, sql: &str, current: &Option<String>) -> Result<QueryResult> {
+/// SHOW INDEX FROM t [FROM db]; `may_see(db, table)` checks the caller's privileges.
+pub fn show_index(
+    cat: &Catalog,
+    sql: &str,
+    current: &Option<String>,
+    may_see: impl Fn(&str, &str) -> Result<()>,
+) -> Result<QueryResult> {
     let words: Vec<&str> = sql.split_whitespace().collect();
     let tname = words.get(3).ok_or_else(|| Error::parse("SHOW INDEX needs a table"))?.trim_matches('`');
     let (db, tname) = match tname.split_once('.') {
@@ -251,6 +257,7 @@ pub fn show_index(cat: &Catalog, sql: &str, current: &Option<String>) -> Result<
         None => (words.get(5).map(|d| d.trim_matches('`').to_string()), tname.to_string()),
     };
     let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
+    may_see(&db, &tname)?;
     let t = cat.table(&db, &tname)?;
     let mut rows = Vec::new();
     let mut push = |name: &str, unique: bool, cols: &[usize]| {

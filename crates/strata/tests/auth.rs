@@ -125,6 +125,9 @@ async fn logins_and_privileges_are_checked() {
     assert!(create.is_some());
     assert_eq!(error_of(&mut app, "SHOW CREATE TABLE secret").await, 1142);
     assert_eq!(error_of(&mut app, "DESCRIBE secret").await, 1142);
+    assert_eq!(error_of(&mut app, "SHOW INDEX FROM secret").await, 1142);
+    assert_eq!(error_of(&mut app, "ADMIN CHECK TABLE secret").await, 1142);
+    app.query_drop("SHOW INDEX FROM items").await.expect("show index with a privilege on the table");
 
     // PROCESS and SUPER: app sees only its own connections and cannot kill root's.
     let ids: Vec<(u64, String)> = app
