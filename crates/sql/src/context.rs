@@ -159,11 +159,6 @@ pub fn server_memory_limit() -> usize {
     SERVER_LIMIT.load(Ordering::Relaxed)
 }
 
-/// Bytes all running statements hold now.
-pub fn server_memory_used() -> usize {
-    SERVER_USED.load(Ordering::Relaxed)
-}
-
 /// One statement's memory account.
 #[derive(Debug)]
 pub struct MemTracker {
@@ -229,21 +224,29 @@ impl MemTracker {
 }
 
 /// Bytes charged to the running statement's tracker, given back on drop. Outside a
-/// statement it tracks nothing.
+/// statement it tracks nothing. Creating one is free: the tracker is looked up at the first
+/// charge, so operators that hold nothing (most of an OLTP plan) never touch it.
 #[derive(Debug, Default)]
 pub struct Charge {
     tracker: Option<Arc<MemTracker>>,
     bytes: usize,
+    looked_up: bool,
 }
 
 impl Charge {
     /// A charge against the running statement's tracker.
     pub fn new() -> Charge {
-        Charge { tracker: CURRENT.try_with(|c| c.env.memory.clone()).ok(), bytes: 0 }
+        Charge::default()
     }
 
     /// Charges `bytes` more (8175/8176 past the limits).
     pub fn add(&mut self, bytes: usize) -> Result<()> {
+        if !self.looked_up {
+            self.looked_up = true;
+            if self.tracker.is_none() {
+                self.tracker = CURRENT.try_with(|c| c.env.memory.clone()).ok();
+            }
+        }
         match &self.tracker {
             Some(t) => {
                 self.bytes += bytes;
@@ -274,10 +277,13 @@ impl Charge {
 
     /// Moves what `other` holds into this charge.
     pub fn absorb(&mut self, mut other: Charge) {
+        if other.bytes == 0 {
+            return;
+        }
+        // Charges only hold bytes once they have a tracker, and a statement has one.
         if self.tracker.is_none() {
             self.tracker = other.tracker.take();
-        } else if other.tracker.is_none() {
-            return;
+            self.looked_up = true;
         }
         self.bytes += std::mem::take(&mut other.bytes);
     }

@@ -133,13 +133,6 @@ impl Rows {
         Rows { rows: Vec::new(), charge: Charge::new() }
     }
 
-    /// Rows built elsewhere, charged now.
-    pub fn from_vec(rows: Vec<Row>) -> Result<Rows> {
-        let mut charge = Charge::new();
-        charge.add(rows.iter().map(|r| row_size(r)).sum())?;
-        Ok(Rows { rows, charge })
-    }
-
     /// Appends a row, charging its size (8175 past the statement's quota).
     pub fn push(&mut self, row: Row) -> Result<()> {
         self.charge.add_row(&row)?;

@@ -292,10 +292,28 @@ impl P {
     }
 }
 
+/// The first `n` words of `sql`, upper case (a cheap look before tokenizing).
+pub fn leading_words(sql: &str, n: usize) -> Vec<String> {
+    sql.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .filter(|w| !w.is_empty())
+        .take(n)
+        .map(|w| w.to_ascii_uppercase())
+        .collect()
+}
+
 /// Parses an account statement; None when `sql` is not one.
 pub fn parse(sql: &str) -> Option<Result<AccountStmt>> {
-    let head: String = sql.trim_start().chars().take(12).collect::<String>().to_ascii_uppercase();
-    if !["CREATE", "DROP", "ALTER", "RENAME", "SET", "GRANT", "REVOKE", "SHOW"].iter().any(|w| head.starts_with(w)) {
+    // Only account statements are tokenized: every other SET, SHOW or DDL passes through.
+    let head = leading_words(sql, 2);
+    let head: Vec<&str> = head.iter().map(String::as_str).collect();
+    if !matches!(
+        head.as_slice(),
+        ["GRANT", ..]
+            | ["REVOKE", ..]
+            | ["CREATE" | "DROP" | "ALTER" | "RENAME", "USER"]
+            | ["SET", "PASSWORD"]
+            | ["SHOW", "GRANTS"]
+    ) {
         return None;
     }
     let toks = Tokenizer::new(&MySqlDialect {}, sql).tokenize().ok()?;

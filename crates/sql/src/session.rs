@@ -371,7 +371,12 @@ impl Session {
 
     /// Whether the logged-in account requires TLS (REQUIRE SSL).
     pub fn requires_tls(&self) -> bool {
-        self.engine.users.with(&self.user, &self.account_host, |a| a.require_ssl).unwrap_or(false)
+        self.with_account(|a| a.require_ssl).unwrap_or(false)
+    }
+
+    /// Runs `f` on this session's account (None if it was dropped meanwhile).
+    fn with_account<T>(&self, f: impl FnOnce(&crate::users::Account) -> T) -> Option<T> {
+        self.engine.users.with(&self.user, &self.account_host, f)
     }
 
     /// `'user'@'host'` of the account, as error messages name it.
@@ -381,12 +386,12 @@ impl Session {
 
     /// Whether this session's account holds `privilege` on `db`.`table` (or on `db`).
     fn allowed(&self, privilege: u32, db: &str, table: Option<&str>) -> bool {
-        self.engine.users.with(&self.user, &self.account_host, |a| a.allows(privilege, db, table)).unwrap_or(false)
+        self.with_account(|a| a.allows(privilege, db, table)).unwrap_or(false)
     }
 
     /// Whether this session's account holds the global `privilege`.
     fn allowed_global(&self, privilege: u32) -> bool {
-        self.engine.users.with(&self.user, &self.account_host, |a| a.global & privilege == privilege).unwrap_or(false)
+        self.with_account(|a| a.global & privilege == privilege).unwrap_or(false)
     }
 
     /// `KILL [CONNECTION | QUERY] id`: stops another connection's statement, or the
@@ -439,8 +444,8 @@ impl Session {
         if !self.engine.catalog.has_database(db) && !db.eq_ignore_ascii_case("information_schema") {
             return Err(Error::user(Code::BadDb, format!("Unknown database '{db}'")));
         }
-        let sees = db.eq_ignore_ascii_case("information_schema")
-            || self.engine.users.with(&self.user, &self.account_host, |a| a.sees_db(db)).unwrap_or(false);
+        let sees =
+            db.eq_ignore_ascii_case("information_schema") || self.with_account(|a| a.sees_db(db)).unwrap_or(false);
         if !sees {
             return Err(crate::users::db_denied(&self.who(), db));
         }
@@ -471,7 +476,7 @@ impl Session {
 
     /// Fails with 1142 unless the account holds some privilege on `db`.`table`.
     fn may_see_table(&self, db: &str, table: &str, command: &str) -> Result<()> {
-        let ok = self.engine.users.with(&self.user, &self.account_host, |a| a.allows_any(db, table)).unwrap_or(false);
+        let ok = self.with_account(|a| a.allows_any(db, table)).unwrap_or(false);
         if ok {
             Ok(())
         } else {
@@ -731,8 +736,9 @@ impl Session {
     /// None when `sql` is none of these.
     async fn sql_prepared(&mut self, sql: &str) -> Option<Result<QueryResult>> {
         use sqlparser::tokenizer::{Token, Tokenizer};
-        let first: String = sql.trim_start().chars().take(10).collect::<String>().to_ascii_lowercase();
-        if !["prepare", "execute", "deallocate", "drop"].iter().any(|w| first.starts_with(w)) {
+        let head = crate::grants::leading_words(sql, 2);
+        let head: Vec<&str> = head.iter().map(String::as_str).collect();
+        if !matches!(head.as_slice(), ["PREPARE" | "EXECUTE" | "DEALLOCATE", ..] | ["DROP", "PREPARE"]) {
             return None;
         }
         let tokens = Tokenizer::new(&MySqlDialect {}, sql).tokenize().ok()?;
@@ -1017,7 +1023,7 @@ impl Session {
     fn check_access(&self, stmt: &ast::Statement) -> Result<()> {
         use crate::users::privs as P;
         use ast::Statement as S;
-        let global = self.engine.users.with(&self.user, &self.account_host, |a| a.global).unwrap_or(0);
+        let global = self.with_account(|a| a.global).unwrap_or(0);
         if global & P::ALL_OBJECT == P::ALL_OBJECT {
             return Ok(());
         }
@@ -1132,9 +1138,7 @@ impl Session {
         }
         for (bit, what, db, table) in needs {
             let ok = match (&table, bit) {
-                (Some(t), 0) => {
-                    self.engine.users.with(&self.user, &self.account_host, |a| a.allows_any(&db, t)).unwrap_or(false)
-                }
+                (Some(t), 0) => self.with_account(|a| a.allows_any(&db, t)).unwrap_or(false),
                 _ => self.allowed(bit, &db, table.as_deref()),
             };
             if !ok {
@@ -1152,9 +1156,7 @@ impl Session {
     fn may_grant(&self, level: &crate::users::Level, bits: u32) -> Result<()> {
         use crate::users::{privs, Level};
         let ok = self
-            .engine
-            .users
-            .with(&self.user, &self.account_host, |a| {
+            .with_account(|a| {
                 let need = bits | privs::GRANT_OPTION;
                 match level {
                     Level::Global => a.global & need == need,
@@ -1395,9 +1397,7 @@ impl Session {
             S::ShowVariables { filter, .. } => crate::show::show_variables(&self.vars, filter.as_ref())
                 .and_then(|r| self.show_where(r, crate::show::where_of(filter.as_ref()))),
             S::ShowDatabases { show_options, .. } => {
-                let visible = |db: &str| {
-                    self.engine.users.with(&self.user, &self.account_host, |a| a.sees_db(db)).unwrap_or(false)
-                };
+                let visible = |db: &str| self.with_account(|a| a.sees_db(db)).unwrap_or(false);
                 crate::show::show_databases(&self.engine.catalog, show_options, visible)
                     .and_then(|r| self.show_where(r, crate::show::options_where(show_options)))
             }

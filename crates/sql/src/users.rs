@@ -221,32 +221,21 @@ impl Account {
         if !self.has_password() {
             return response.is_empty();
         }
-        let ok = if plugin == "caching_sha2_password" {
+        // Both plugins send SHA(pw) XOR mask, where the mask hashes the stored digest
+        // (SHA(SHA(pw))) with the scramble; unmasking gives SHA(pw), whose hash must be the
+        // stored digest.
+        let unmask = |mask: &[u8]| -> Option<Vec<u8>> {
+            (response.len() == mask.len()).then(|| response.iter().zip(mask).map(|(a, b)| a ^ b).collect())
+        };
+        if plugin == "caching_sha2_password" {
             let Some(stored) = unhex(&self.sha2) else { return false };
-            // response = SHA256(pw) XOR SHA256(stored ++ scramble)
-            let mut h = Sha256::new();
-            h.update(&stored);
-            h.update(scramble);
-            let mask = h.finalize();
-            if response.len() != mask.len() {
-                return false;
-            }
-            let h1: Vec<u8> = response.iter().zip(mask.iter()).map(|(a, b)| a ^ b).collect();
-            Sha256::digest(&h1).as_slice() == stored.as_slice()
+            let mask = Sha256::new().chain_update(&stored).chain_update(scramble).finalize();
+            unmask(&mask).is_some_and(|h1| Sha256::digest(&h1).as_slice() == stored.as_slice())
         } else {
             let Some(stored) = unhex(&self.native) else { return false };
-            // response = SHA1(pw) XOR SHA1(scramble ++ stored)
-            let mut h = Sha1::new();
-            h.update(scramble);
-            h.update(&stored);
-            let mask = h.finalize();
-            if response.len() != mask.len() {
-                return false;
-            }
-            let h1: Vec<u8> = response.iter().zip(mask.iter()).map(|(a, b)| a ^ b).collect();
-            Sha1::digest(&h1).as_slice() == stored.as_slice()
-        };
-        ok
+            let mask = Sha1::new().chain_update(scramble).chain_update(&stored).finalize();
+            unmask(&mask).is_some_and(|h1| Sha1::digest(&h1).as_slice() == stored.as_slice())
+        }
     }
 
     /// The statements SHOW GRANTS prints for this account.
