@@ -38,6 +38,7 @@ codes! {
     CantCreateUserWithGrant = 1410, "42000";
     KillDenied = 1095, "HY000";
     ClientInteractionTimeout = 4031, "HY000";
+    SecureTransportRequired = 3159, "HY000";
     UnsupportedIsolationLevel = 8048, "HY000";
     NoDb = 1046, "3D000";
     UnknownCom = 1047, "08S01";

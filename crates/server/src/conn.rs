@@ -20,6 +20,7 @@ use crate::auth;
 use crate::codec::{self, caps, status, Command};
 use crate::packet::{PacketIo, ReadError};
 use crate::server::ServerOptions;
+use crate::tls::Stream;
 
 struct Stmt {
     params: usize,
@@ -41,7 +42,7 @@ impl Drop for SessionSlot {
 
 /// A client connection.
 pub struct Connection<S> {
-    io: PacketIo<S>,
+    io: PacketIo<Stream<S>>,
     session: Session,
     opts: Arc<ServerOptions>,
     caps: u32,
@@ -66,7 +67,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     pub fn new(stream: S, session: Session, opts: Arc<ServerOptions>) -> Connection<S> {
         let max = opts.max_packet;
         Connection {
-            io: PacketIo::new(stream, max),
+            io: PacketIo::new(Stream::Plain(stream), max),
             session,
             opts,
             caps: 0,
@@ -188,10 +189,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         p.extend_from_slice(&self.session.conn_id.to_le_bytes());
         p.extend_from_slice(&scramble[..8]);
         p.push(0);
-        p.extend_from_slice(&(caps::SERVER as u16).to_le_bytes());
+        let offered = if self.opts.tls.is_some() { caps::SERVER | caps::SSL } else { caps::SERVER };
+        p.extend_from_slice(&(offered as u16).to_le_bytes());
         p.push(46); // utf8mb4_bin
         p.extend_from_slice(&status::AUTOCOMMIT.to_le_bytes());
-        p.extend_from_slice(&((caps::SERVER >> 16) as u16).to_le_bytes());
+        p.extend_from_slice(&((offered >> 16) as u16).to_le_bytes());
         p.push(21);
         p.extend_from_slice(&[0; 10]);
         p.extend_from_slice(&scramble[8..]);
@@ -201,11 +203,29 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         self.io.seq = 0;
         self.io.write(&p);
         self.io.flush().await?;
-        let payload = match self.io.read().await {
+        let mut payload = match self.io.read().await {
             Ok(p) => p,
             Err(ReadError::Io(e)) => return Err(e.into()),
             Err(_) => return Err(ConnError::Handshake("client went away".into())),
         };
+        // An SSLRequest: the first 32 bytes of a handshake response, CLIENT_SSL set. The
+        // rest of the handshake happens inside TLS.
+        if payload.len() == 32 && payload[..4].try_into().map(u32::from_le_bytes).is_ok_and(|c| c & caps::SSL != 0) {
+            let Some(tls) = self.opts.tls.clone() else {
+                self.send_error(&Error::unsupported("TLS (the server has no --ssl-cert / --ssl-key)"));
+                self.io.flush().await?;
+                return Err(ConnError::Handshake("client asked for TLS".into()));
+            };
+            self.io.stream_mut().start_tls(&tls).await?;
+            if let Some((version, cipher)) = self.io.stream().tls_info() {
+                self.session.set_tls(version, cipher);
+            }
+            payload = match self.io.read().await {
+                Ok(p) => p,
+                Err(ReadError::Io(e)) => return Err(e.into()),
+                Err(_) => return Err(ConnError::Handshake("client went away after TLS".into())),
+            };
+        }
         let resp = match codec::parse_handshake_response(&payload) {
             Ok(r) => r,
             Err(e) => {
@@ -214,10 +234,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 return Err(ConnError::Handshake(e.to_string()));
             }
         };
-        if resp.caps & caps::SSL != 0 {
-            self.send_error(&Error::unsupported("TLS"));
+        let encrypted = matches!(self.io.stream(), Stream::Tls(_));
+        if self.opts.require_secure_transport && !encrypted {
+            self.send_error(&Error::user(
+                Code::SecureTransportRequired,
+                "Connections using insecure transport are prohibited while --require_secure_transport=ON.",
+            ));
             self.io.flush().await?;
-            return Err(ConnError::Handshake("client asked for TLS".into()));
+            return Err(ConnError::Handshake("insecure transport refused".into()));
         }
         self.caps = resp.caps & caps::SERVER;
         let mut plugin = resp.plugin.clone().unwrap_or_else(|| auth::NATIVE.to_string());
@@ -246,7 +270,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 return Err(ConnError::Handshake("access denied".into()));
             }
         };
-        if self.session.requires_tls() {
+        if self.session.requires_tls() && !encrypted {
             let e = Error::user(
                 Code::AccessDenied,
                 format!(

@@ -32,6 +32,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
         PacketIo { stream, seq: 0, out: Vec::with_capacity(16 * 1024), max_packet }
     }
 
+    /// The underlying stream (to switch it to TLS between packets).
+    pub fn stream_mut(&mut self) -> &mut S {
+        &mut self.stream
+    }
+
+    /// The underlying stream.
+    pub fn stream(&self) -> &S {
+        &self.stream
+    }
+
     /// Reads one (possibly multi-packet) payload.
     pub async fn read(&mut self) -> Result<Vec<u8>, ReadError> {
         let mut payload = Vec::new();

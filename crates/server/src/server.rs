@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::conn::Connection;
+use crate::tls::TlsConfig;
 
 /// Server settings.
 #[derive(Clone, Debug)]
@@ -21,11 +22,21 @@ pub struct ServerOptions {
     pub max_connections: usize,
     /// connect_timeout: a client that has not finished logging in by then is disconnected.
     pub connect_timeout: Duration,
+    /// Certificate and key clients may switch to TLS with (CLIENT_SSL is offered only then).
+    pub tls: Option<TlsConfig>,
+    /// require_secure_transport: unencrypted logins are refused (3159).
+    pub require_secure_transport: bool,
 }
 
 impl Default for ServerOptions {
     fn default() -> ServerOptions {
-        ServerOptions { max_packet: 64 << 20, max_connections: 151, connect_timeout: Duration::from_secs(10) }
+        ServerOptions {
+            max_packet: 64 << 20,
+            max_connections: 151,
+            connect_timeout: Duration::from_secs(10),
+            tls: None,
+            require_secure_transport: false,
+        }
     }
 }
 

@@ -104,6 +104,7 @@ impl Engine {
             named: HashMap::new(),
             account_host: "%".into(),
             client_host: "localhost".into(),
+            tls: None,
             savepoints: Vec::new(),
         }
     }
@@ -177,6 +178,8 @@ pub struct Session {
     account_host: String,
     /// The client's address without port (USER() is `user@client_host`).
     client_host: String,
+    /// The connection's TLS protocol version and cipher, when encrypted.
+    tls: Option<(String, String)>,
     /// SAVEPOINTs of the open transaction, oldest first.
     savepoints: Vec<(String, strata_txn::Savepoint)>,
 }
@@ -312,6 +315,12 @@ impl Session {
     /// The client's address, without port.
     pub fn client_host(&self) -> &str {
         &self.client_host
+    }
+
+    /// Records that the connection is encrypted: protocol version and cipher suite, as
+    /// `Ssl_version` / `Ssl_cipher` report them.
+    pub fn set_tls(&mut self, version: String, cipher: String) {
+        self.tls = Some((version, cipher));
     }
 
     /// Runs the session as `account` from now on (after the handshake proved it).
@@ -1387,7 +1396,8 @@ impl Session {
             S::ShowStatus { filter, global, .. } => {
                 let reads = if *global { &self.engine.reads } else { &self.reads };
                 let threads = self.engine.processes.lock().len();
-                crate::show::show_status(reads, threads, filter.as_ref())
+                let tls = if *global { None } else { self.tls.as_ref() };
+                crate::show::show_status(reads, threads, tls, filter.as_ref())
                     .and_then(|r| self.show_where(r, crate::show::where_of(filter.as_ref())))
             }
             S::Flush { object_type: ast::FlushType::Status, .. } => {

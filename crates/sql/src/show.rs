@@ -92,14 +92,18 @@ pub fn show_variables(
 pub fn show_status(
     reads: &crate::context::ReadCounters,
     threads_connected: usize,
+    tls: Option<&(String, String)>,
     filter: Option<&ast::ShowStatementFilter>,
 ) -> Result<QueryResult> {
     use crate::context::Read;
+    let (ssl_version, ssl_cipher) = tls.cloned().unwrap_or_default();
     let vars: BTreeMap<String, Value> = [
         ("Handler_read_key", Value::UInt(reads.get(Read::Key))),
         ("Handler_read_next", Value::UInt(reads.get(Read::Next))),
         ("Handler_read_rnd_next", Value::UInt(reads.get(Read::RndNext))),
         ("Threads_connected", Value::UInt(threads_connected as u64)),
+        ("Ssl_version", Value::str(ssl_version)),
+        ("Ssl_cipher", Value::str(ssl_cipher)),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

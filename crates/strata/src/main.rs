@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand};
 use strata_common::Timestamp;
 use strata_kv::{Client, Oracle};
 use strata_mvcc::{LocalClient, LocalOracle, MvccStore, SystemClock};
-use strata_server::{Server, ServerOptions};
+use strata_server::{Server, ServerOptions, TlsConfig};
 use strata_sql::Engine;
 use strata_storage_rocks::RocksEngine;
 use tokio::sync::watch;
@@ -71,6 +71,16 @@ struct ServerArgs {
     /// Listen on a non-loopback address even though root has no password.
     #[arg(long)]
     insecure: bool,
+    /// PEM certificate (chain) offered to clients that ask for TLS (`mariadb --ssl`,
+    /// JDBC `sslMode=REQUIRED`). Needs --ssl-key.
+    #[arg(long)]
+    ssl_cert: Option<PathBuf>,
+    /// PEM private key of --ssl-cert.
+    #[arg(long)]
+    ssl_key: Option<PathBuf>,
+    /// Refuse unencrypted connections (require_secure_transport); needs --ssl-cert/--ssl-key.
+    #[arg(long)]
+    require_secure_transport: bool,
     /// How long old versions are kept for readers, in seconds (tidb_gc_life_time).
     #[arg(long, default_value_t = 600)]
     gc_life_time: u64,
@@ -108,6 +118,14 @@ fn main() -> Result<()> {
 }
 
 async fn server(args: ServerArgs) -> Result<()> {
+    let tls = match (&args.ssl_cert, &args.ssl_key) {
+        (Some(cert), Some(key)) => Some(TlsConfig::load(cert, key).map_err(anyhow::Error::msg)?),
+        (None, None) => None,
+        _ => bail!("--ssl-cert and --ssl-key go together"),
+    };
+    if args.require_secure_transport && tls.is_none() {
+        bail!("--require-secure-transport needs --ssl-cert and --ssl-key");
+    }
     let memory_limit = parse_memory_limit(&args.memory_limit, total_ram())?;
     strata_sql::context::set_server_memory_limit(memory_limit);
     std::fs::create_dir_all(&args.data_dir)
@@ -134,6 +152,16 @@ async fn server(args: ServerArgs) -> Result<()> {
     sql.set_global_default("max_connections", strata_common::Value::Int(args.max_connections as i64));
     sql.set_global_default("connect_timeout", strata_common::Value::Int(args.connect_timeout.max(1) as i64));
     sql.set_global_default("tidb_server_memory_limit", strata_common::Value::UInt(memory_limit as u64));
+    sql.set_global_default("have_ssl", strata_common::Value::str(if tls.is_some() { "YES" } else { "DISABLED" }));
+    sql.set_global_default("have_openssl", strata_common::Value::str(if tls.is_some() { "YES" } else { "DISABLED" }));
+    if let Some(t) = &tls {
+        sql.set_global_default("ssl_cert", strata_common::Value::str(t.cert_path.clone()));
+        sql.set_global_default("ssl_key", strata_common::Value::str(t.key_path.clone()));
+    }
+    sql.set_global_default(
+        "require_secure_transport",
+        strata_common::Value::Int(i64::from(args.require_secure_transport)),
+    );
     let root_open = sql.users.get("root", "%").is_some_and(|r| !r.has_password());
     if root_open && !is_loopback(&args.host) && !args.insecure {
         bail!(
@@ -150,6 +178,8 @@ async fn server(args: ServerArgs) -> Result<()> {
         ServerOptions {
             max_connections: args.max_connections,
             connect_timeout: Duration::from_secs(args.connect_timeout.max(1)),
+            tls,
+            require_secure_transport: args.require_secure_transport,
             ..Default::default()
         },
     )

@@ -1,6 +1,6 @@
 //! Real MySQL client libraries against a real `strata` process: PyMySQL, go-sql-driver/mysql
 //! and Connector/J each connect, create a table, run prepared inserts and selects, and commit
-//! and roll back a transaction (programs under `tests/clients/`). `.ci/run` installs the
+//! and roll back a transaction, then connect again over TLS (programs under `tests/clients/`). `.ci/run` installs the
 //! runtimes and PyMySQL; Go modules and Maven artifacts are fetched on first run.
 
 mod common;
@@ -18,7 +18,15 @@ fn clients_dir() -> PathBuf {
 /// Runs `program args` in `dir` against a fresh server; fails with the program's output.
 fn run_client(name: &str, dir: PathBuf, program: &str, args: &[&str]) {
     let data = tempfile::tempdir().expect("tempdir");
-    let server = StrataProcess::start(data.path());
+    // The server offers TLS (a self-signed certificate) so each client also proves it can
+    // switch to it.
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+        .expect("self-signed certificate");
+    let (cert, key) = (data.path().join("cert.pem"), data.path().join("key.pem"));
+    std::fs::write(&cert, ck.cert.pem()).expect("write cert");
+    std::fs::write(&key, ck.key_pair.serialize_pem()).expect("write key");
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let server = StrataProcess::start_with(&data.path().join("data"), &["--ssl-cert", &cert, "--ssl-key", &key], &[]);
     let out_path = data.path().join(format!("{name}.out"));
     let out = std::fs::File::create(&out_path).expect("output file");
     let mut child = Command::new(program)
@@ -26,6 +34,8 @@ fn run_client(name: &str, dir: PathBuf, program: &str, args: &[&str]) {
         .current_dir(&dir)
         .env("STRATA_HOST", "127.0.0.1")
         .env("STRATA_PORT", server.port.to_string())
+        .env("STRATA_TLS", "1")
+        .env("STRATA_TLS_CA", &cert)
         .stdin(Stdio::null())
         .stdout(out.try_clone().expect("dup"))
         .stderr(out)

@@ -125,5 +125,21 @@ func main() {
 	me, ok = err.(*mysql.MySQLError)
 	check(ok && me.Number == 1054, "unknown column error %v", err)
 
+	// TLS: tls=skip-verify encrypts without checking the (self-signed) certificate.
+	if os.Getenv("STRATA_TLS") != "" {
+		host := os.Getenv("STRATA_HOST")
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		t, err := sql.Open("mysql", fmt.Sprintf("root@tcp(%s:%s)/?tls=skip-verify", host, os.Getenv("STRATA_PORT")))
+		must(err, "open tls")
+		var name, cipher string
+		must(t.QueryRow("SHOW STATUS LIKE 'Ssl_cipher'").Scan(&name, &cipher), "tls status")
+		if cipher == "" {
+			fmt.Fprintln(os.Stderr, "FAIL: no TLS cipher in use")
+			os.Exit(1)
+		}
+		t.Close()
+	}
 	fmt.Println("go-sql-driver client: ok")
 }

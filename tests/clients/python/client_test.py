@@ -20,6 +20,25 @@ def connect(db=None):
     )
 
 
+def tls_check():
+    """With STRATA_TLS_CA set, a TLS connection verified against that CA sees a cipher."""
+    ca = os.environ.get("STRATA_TLS_CA")
+    if not ca:
+        return
+    conn = pymysql.connect(
+        host=os.environ.get("STRATA_HOST", "127.0.0.1"),
+        port=int(os.environ["STRATA_PORT"]),
+        user="root",
+        password="",
+        ssl={"ca": ca},
+    )
+    with conn.cursor() as c:
+        c.execute("SHOW STATUS LIKE 'Ssl_cipher'")
+        row = c.fetchone()
+        check(row is not None and row[1] != "", f"TLS cipher in use: {row}")
+    conn.close()
+
+
 def check(cond, what):
     if not cond:
         print(f"FAIL: {what}", file=sys.stderr)
@@ -90,6 +109,7 @@ def main():
             check(False, "duplicate insert succeeded")
         except pymysql.err.IntegrityError as e:
             check(e.args[0] == 1062, f"duplicate error {e.args}")
+    tls_check()
     print("pymysql client: ok")
 
 

@@ -142,6 +142,17 @@ public final class ClientTest {
                         "duplicate error " + e.getErrorCode() + " " + e.getSQLState());
             }
         }
+        // TLS: sslMode=REQUIRED encrypts without checking the certificate (the test's is
+        // self-signed); the session sees a cipher.
+        if (System.getenv("STRATA_TLS") != null) {
+            String host = System.getenv().getOrDefault("STRATA_HOST", "127.0.0.1");
+            String url = "jdbc:mysql://" + host + ":" + System.getenv("STRATA_PORT") + "/?sslMode=REQUIRED";
+            try (Connection c = DriverManager.getConnection(url, "root", "");
+                    Statement s = c.createStatement();
+                    ResultSet rs = s.executeQuery("SHOW STATUS LIKE 'Ssl_cipher'")) {
+                check(rs.next() && !rs.getString(2).isEmpty(), "TLS cipher in use");
+            }
+        }
         System.out.println("Connector/J client: ok");
     }
 }
