@@ -39,6 +39,9 @@ codes! {
     KillDenied = 1095, "HY000";
     ClientInteractionTimeout = 4031, "HY000";
     SecureTransportRequired = 3159, "HY000";
+    TableNotLockedForWrite = 1099, "HY000";
+    TableNotLockedForUse = 1100, "HY000";
+    CantUpdateWithReadLock = 1223, "HY000";
     UnsupportedIsolationLevel = 8048, "HY000";
     NoDb = 1046, "3D000";
     UnknownCom = 1047, "08S01";

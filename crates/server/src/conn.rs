@@ -494,7 +494,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 self.io.write(&codec::eof_packet(self.status(), 0));
             }
             Command::ResetConnection => {
-                let _ = self.session.rollback().await;
+                self.session.reset_connection().await;
                 self.stmts.clear();
                 let ok = codec::ok_packet(0, 0, self.status(), 0, "");
                 self.io.write(&ok);

@@ -19,6 +19,7 @@ pub mod result;
 pub mod session;
 pub mod show;
 pub mod table;
+pub mod table_locks;
 pub mod types;
 pub mod users;
 pub mod variables;

@@ -50,6 +50,8 @@ pub struct Engine {
     reads: Arc<context::ReadCounters>,
     /// Accounts and their privileges.
     pub users: crate::users::Users,
+    /// LOCK TABLES / FLUSH TABLES WITH READ LOCK.
+    table_locks: Arc<crate::table_locks::TableLocks>,
 }
 
 impl Engine {
@@ -71,6 +73,7 @@ impl Engine {
             prepared_stmts: AtomicUsize::new(0),
             reads: Default::default(),
             users,
+            table_locks: Default::default(),
         }))
     }
 
@@ -184,6 +187,10 @@ pub struct Session {
     savepoints: Vec<(String, strata_txn::Savepoint)>,
 }
 
+/// A use of a database or table by a statement: (privilege it needs, the privilege's name,
+/// database, table).
+type Touch = (u32, &'static str, String, Option<String>);
+
 /// Parses `sql`, refusing statements nested too deeply to walk safely (see `depth`).
 fn parse(sql: &str) -> Result<Vec<ast::Statement>> {
     let mut stmts = parse_unchecked(sql)?;
@@ -276,6 +283,7 @@ fn isolation_name(level: &str) -> Option<&'static str> {
 impl Drop for Session {
     fn drop(&mut self) {
         self.engine.processes.lock().remove(&self.conn_id);
+        self.engine.table_locks.unlock_tables(self.conn_id);
         // Normally already gone (the connection rolls back on close); this keeps GC from
         // waiting forever on a session that ended any other way.
         self.engine.active.lock().remove(&self.conn_id);
@@ -732,6 +740,21 @@ impl Session {
         r
     }
 
+    /// COM_RESET_CONNECTION: as a fresh login of the same account — the transaction rolls
+    /// back, table locks go, prepared statements close, variables return to the global
+    /// defaults and user variables are forgotten.
+    pub async fn reset_connection(&mut self) {
+        let _ = self.rollback().await;
+        self.engine.table_locks.unlock_tables(self.conn_id);
+        self.engine.prepared_stmts.fetch_sub(self.prepared.len(), Ordering::Relaxed);
+        self.prepared.clear();
+        self.named.clear();
+        self.vars = self.engine.globals.lock().clone();
+        self.user_vars.clear();
+        self.warnings.clear();
+        self.last_insert_id = 0;
+    }
+
     /// Drops a prepared statement.
     pub fn close_prepared(&mut self, id: u32) {
         if self.prepared.remove(&id).is_some() {
@@ -1031,19 +1054,38 @@ impl Session {
     /// 1044 for a database.
     fn check_access(&self, stmt: &ast::Statement) -> Result<()> {
         use crate::users::privs as P;
-        use ast::Statement as S;
         let global = self.with_account(|a| a.global).unwrap_or(0);
         if global & P::ALL_OBJECT == P::ALL_OBJECT {
             return Ok(());
         }
+        for (bit, what, db, table) in self.touched(stmt)? {
+            let ok = match (&table, bit) {
+                (Some(t), 0) => self.with_account(|a| a.allows_any(&db, t)).unwrap_or(false),
+                _ => self.allowed(bit, &db, table.as_deref()),
+            };
+            if !ok {
+                return Err(match table {
+                    Some(t) => crate::users::table_denied(what, &self.who(), &t),
+                    None => crate::users::db_denied(&self.who(), &db),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The tables (and databases) a statement uses: (privilege it needs, the privilege's
+    /// name, database, table). information_schema is left out; 0 means "any privilege".
+    fn touched(&self, stmt: &ast::Statement) -> Result<Vec<Touch>> {
+        use crate::users::privs as P;
+        use ast::Statement as S;
         let names = |n: &ast::ObjectName| -> Option<(String, String)> {
             let (db, t) = crate::binder::split_name(n).ok()?;
             let db = db.or_else(|| self.db.clone())?;
             (!db.eq_ignore_ascii_case("information_schema")).then_some((db, t))
         };
         // (privilege, its name, database, table)
-        let mut needs: Vec<(u32, &str, String, Option<String>)> = Vec::new();
-        let mut writes: Vec<(u32, &str, ast::ObjectName)> = Vec::new();
+        let mut needs: Vec<Touch> = Vec::new();
+        let mut writes: Vec<(u32, &'static str, ast::ObjectName)> = Vec::new();
         let reads = match stmt {
             S::Query(_) => true,
             S::Insert(ins) => {
@@ -1123,6 +1165,18 @@ impl Session {
                 writes.push((0, "SELECT", table_name.clone()));
                 false
             }
+            S::LockTables { tables } => {
+                for t in tables {
+                    writes.push((P::SELECT, "SELECT", ast::ObjectName::from(vec![t.table.clone()])));
+                }
+                false
+            }
+            S::Flush { read_lock: true, tables, .. } => {
+                for n in tables {
+                    writes.push((P::SELECT, "SELECT", n.clone()));
+                }
+                false
+            }
             _ => false,
         };
         let mut written = Vec::new();
@@ -1145,19 +1199,38 @@ impl Session {
                 std::ops::ControlFlow::<()>::Continue(())
             });
         }
-        for (bit, what, db, table) in needs {
-            let ok = match (&table, bit) {
-                (Some(t), 0) => self.with_account(|a| a.allows_any(&db, t)).unwrap_or(false),
-                _ => self.allowed(bit, &db, table.as_deref()),
-            };
-            if !ok {
-                return Err(match table {
-                    Some(t) => crate::users::table_denied(what, &self.who(), &t),
-                    None => crate::users::db_denied(&self.who(), &db),
-                });
+        Ok(needs)
+    }
+
+    /// lock_wait_timeout: how long a statement waits for table locks.
+    fn lock_wait_timeout(&self) -> std::time::Duration {
+        let s = self.vars.get("lock_wait_timeout").and_then(|v| v.as_i64()).unwrap_or(31_536_000);
+        std::time::Duration::from_secs(s.clamp(1, 31_536_000) as u64)
+    }
+
+    /// An existing table's lock key (database, table) in lower case; 1146 if it does not
+    /// exist, 1046 without a database.
+    fn table_key(&self, name: &ast::ObjectName) -> Result<crate::table_locks::TableKey> {
+        let (db, t) = crate::binder::split_name(name)?;
+        let db = db.or_else(|| self.db.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
+        self.engine.catalog.table(&db, &t)?;
+        Ok((db.to_ascii_lowercase(), t.to_ascii_lowercase()))
+    }
+
+    /// The tables a statement uses, for table locks: (table, whether it writes it).
+    fn lock_keys(&self, stmt: &ast::Statement) -> Result<Vec<(crate::table_locks::TableKey, bool)>> {
+        use crate::users::privs as P;
+        let mut keys: Vec<(crate::table_locks::TableKey, bool)> = Vec::new();
+        for (bit, _, db, table) in self.touched(stmt)? {
+            let Some(t) = table else { continue };
+            let key = (db.to_ascii_lowercase(), t.to_ascii_lowercase());
+            let write = bit != P::SELECT && bit != 0;
+            match keys.iter_mut().find(|(k, _)| *k == key) {
+                Some(e) => e.1 |= write,
+                None => keys.push((key, write)),
             }
         }
-        Ok(())
+        Ok(keys)
     }
 
     /// GRANT/REVOKE of `bits` at `level` needs GRANT OPTION and the privileges themselves,
@@ -1317,9 +1390,55 @@ impl Session {
         use ast::Statement as S;
         self.warnings.clear();
         self.check_access(stmt)?;
+        // Table locks: the statement waits for other sessions' conflicting LOCK TABLES, and
+        // a session under LOCK TABLES may use only what it locked.
+        let _tables = match stmt {
+            S::LockTables { .. } | S::UnlockTables | S::Flush { .. } | S::StartTransaction { .. } => None,
+            _ => {
+                let timeout = self.lock_wait_timeout();
+                Some(self.engine.table_locks.enter(self.conn_id, timeout, || self.lock_keys(stmt)).await?)
+            }
+        };
         let r = match stmt {
             S::Query(_) | S::Insert(_) | S::Update(_) | S::Delete(_) => self.run_in_txn(stmt, params).await,
-            S::StartTransaction { .. } => self.start(None).await,
+            S::StartTransaction { .. } => {
+                // As in MySQL, starting a transaction releases LOCK TABLES.
+                self.engine.table_locks.unlock_tables(self.conn_id);
+                self.start(None).await
+            }
+            S::LockTables { tables } => {
+                let mut want = Vec::with_capacity(tables.len());
+                for t in tables {
+                    let name = ast::ObjectName::from(vec![t.table.clone()]);
+                    let (db, table) = self.table_key(&name)?;
+                    let mode = match t.lock_type {
+                        ast::LockTableType::Read { .. } => crate::table_locks::Mode::Read,
+                        ast::LockTableType::Write { .. } => crate::table_locks::Mode::Write,
+                    };
+                    want.push(((db, table), mode));
+                }
+                // LOCK TABLES commits the open transaction, as in MySQL.
+                self.commit().await?;
+                let timeout = self.lock_wait_timeout();
+                self.engine.table_locks.lock_tables(self.conn_id, want, timeout).await.map(|_| QueryResult::ok(0))
+            }
+            S::UnlockTables => {
+                self.engine.table_locks.unlock_tables(self.conn_id);
+                Ok(QueryResult::ok(0))
+            }
+            S::Flush { read_lock: true, tables, .. } => {
+                self.commit().await?;
+                let timeout = self.lock_wait_timeout();
+                if tables.is_empty() {
+                    self.engine.table_locks.lock_global_read(self.conn_id, timeout).await.map(|_| QueryResult::ok(0))
+                } else {
+                    let mut want = Vec::with_capacity(tables.len());
+                    for n in tables {
+                        want.push((self.table_key(n)?, crate::table_locks::Mode::Read));
+                    }
+                    self.engine.table_locks.lock_tables(self.conn_id, want, timeout).await.map(|_| QueryResult::ok(0))
+                }
+            }
             S::Commit { .. } => self.commit().await.map(|_| QueryResult::ok(0)),
             S::Rollback { savepoint: None, .. } => self.rollback().await.map(|_| QueryResult::ok(0)),
             S::Rollback { savepoint: Some(name), .. } => self.savepoint("rollback", name),
@@ -1425,7 +1544,7 @@ impl Session {
             S::ExplainTable { table_name, .. } => crate::show::describe(&self.engine.catalog, &self.db, table_name),
             S::Explain { statement, .. } => self.explain(statement),
             S::Analyze(_) => Ok(QueryResult::text_rows(&["Table", "Op", "Msg_type", "Msg_text"], Vec::new())),
-            S::Flush { .. } | S::LockTables { .. } | S::UnlockTables => Ok(QueryResult::ok(0)),
+            S::Flush { .. } => Ok(QueryResult::ok(0)),
             S::Kill { modifier, id } => self.kill(*modifier, *id),
             other => Err(Error::unsupported(truncate_sql(&other.to_string()).to_string())),
         };

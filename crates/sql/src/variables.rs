@@ -36,6 +36,7 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("hostname", s("localhost")),
         ("init_connect", s("")),
         ("innodb_lock_wait_timeout", i(50)),
+        ("lock_wait_timeout", i(31_536_000)),
         ("interactive_timeout", i(28800)),
         ("license", s("Apache-2.0")),
         ("lower_case_table_names", i(2)),
