@@ -103,6 +103,9 @@ pub trait Client: Send + Sync + 'static {
     /// Finds out whether the transaction whose primary is `primary` committed; rolls it back
     /// if its lock expired (as judged at `current_ts`).
     async fn check_txn_status(&self, primary: &[u8], start_ts: Timestamp, current_ts: Timestamp) -> Result<TxnStatus>;
+    /// Extends the TTL of the lock `start_ts` holds on `primary` to at least `ttl_ms` (counted
+    /// from `start_ts`); false if there is no such lock any more.
+    async fn txn_heart_beat(&self, primary: &[u8], start_ts: Timestamp, ttl_ms: u64) -> Result<bool>;
     /// Commits (`Some`) or rolls back (`None`) every lock of `start_ts` on `keys`.
     async fn resolve_locks(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Option<Timestamp>) -> Result<()>;
 }

@@ -139,6 +139,11 @@ impl Client for LocalClient {
         Ok(status)
     }
 
+    async fn txn_heart_beat(&self, primary: &[u8], start_ts: Timestamp, ttl_ms: u64) -> Result<bool> {
+        let (store, p) = (self.store.clone(), primary.to_vec());
+        blocking(move || store.txn_heart_beat(&p, start_ts, ttl_ms, false)).await
+    }
+
     async fn resolve_locks(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Option<Timestamp>) -> Result<()> {
         let (store, k, sync) = (self.store.clone(), keys.to_vec(), self.sync);
         blocking(move || store.resolve(&k, start_ts, commit_ts, sync)).await?;

@@ -381,6 +381,25 @@ impl MvccStore {
         Ok(())
     }
 
+    /// Keeps a live transaction's locks from expiring: the primary lock's TTL (counted from
+    /// `start_ts`) becomes at least `ttl_ms`. False if the transaction holds no lock on
+    /// `primary` any more (finished, or rolled back by someone who judged it dead).
+    pub fn txn_heart_beat(&self, primary: &[u8], start_ts: Timestamp, ttl_ms: u64, sync: bool) -> Result<bool> {
+        let _g = self.latches.acquire([primary]);
+        match self.load_lock(primary)? {
+            Some(mut l) if l.start_ts == start_ts => {
+                if ttl_ms > l.ttl_ms {
+                    l.ttl_ms = ttl_ms;
+                    let mut batch = WriteBatch::default();
+                    batch.put(Cf::Lock, primary.to_vec(), l.encode());
+                    self.engine.write(batch, sync)?;
+                }
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     /// Percolator's status check on a primary key; rolls back an expired transaction.
     pub fn check_txn_status(
         &self,

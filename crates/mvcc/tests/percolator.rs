@@ -181,3 +181,20 @@ async fn gc_keeps_what_readers_above_the_safe_point_see() {
     assert_eq!(get(&c, "a", 40).await.expect("read").as_deref(), Some("3"));
     assert_eq!(get(&c, "b", 26).await.expect("read"), None);
 }
+
+#[tokio::test]
+async fn a_heart_beat_keeps_a_live_transaction_from_being_judged_expired() {
+    let c = client();
+    // Prewritten at 1000 ms with a 3 s TTL: at 10 s it would look dead.
+    c.prewrite(prewrite(vec![put("hb", "v")], ts(1_000), LockMode::Optimistic)).await.expect("prewrite");
+    assert!(c.txn_heart_beat(b"hb", ts(1_000), 20_000).await.expect("heart beat"));
+    // A shorter TTL never shortens it.
+    assert!(c.txn_heart_beat(b"hb", ts(1_000), 10).await.expect("heart beat"));
+    let status = c.check_txn_status(b"hb", ts(1_000), ts(10_000)).await.expect("status");
+    assert!(matches!(status, TxnStatus::Locked { ttl_left_ms: 11_000 }), "{status:?}");
+    // Past the extended TTL it is dead, rolled back, and further heart beats say so.
+    let status = c.check_txn_status(b"hb", ts(1_000), ts(30_000)).await.expect("status");
+    assert_eq!(status, TxnStatus::RolledBack);
+    assert!(!c.txn_heart_beat(b"hb", ts(1_000), 60_000).await.expect("heart beat"));
+    assert!(c.commit(&[b"hb".to_vec()], ts(1_000), ts(31_000)).await.is_err(), "a rolled back txn cannot commit");
+}

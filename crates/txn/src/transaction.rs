@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use strata_common::{Error, Result, Timestamp};
 use strata_kv::{Client, LockMode, Mutation, Oracle, PessimisticLockRequest, PrewriteRequest};
@@ -46,6 +47,11 @@ impl Default for TxnOptions {
     }
 }
 
+/// A lock's time to live beyond the transaction's age when it is written: a lock whose
+/// transaction is older than its TTL is judged dead by whoever runs into it. Prewrite locks
+/// live through the commit, pessimistic ones through the whole transaction, and a
+/// heartbeat renews the primary's every half TTL while the transaction lives (TiDB's
+/// ManagedLockTTL), so only a transaction that stopped beating is ever rolled back.
 const PREWRITE_TTL_MS: u64 = 3_000;
 const PESSIMISTIC_TTL_MS: u64 = 20_000;
 const MAX_RESOLVE_ATTEMPTS: u32 = 2_000;
@@ -67,6 +73,21 @@ pub struct Transaction {
     /// The running statement's current-read timestamp (pessimistic locking scans), taken
     /// at its first locking scan.
     current_ts: Option<Timestamp>,
+    /// When it began: lock TTLs count from `start_ts`, so they add the age.
+    began: Instant,
+    /// Base TTL of pessimistic locks and of the heartbeat's renewals.
+    lock_ttl_ms: u64,
+    /// Renews the primary lock's TTL while the transaction lives; stops when dropped.
+    heartbeat: Option<Heartbeat>,
+}
+
+/// The task renewing a transaction's primary lock; aborted when the transaction ends.
+struct Heartbeat(tokio::task::AbortHandle);
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// A point a transaction can roll back to (SAVEPOINT): the writes of its statements so
@@ -100,7 +121,45 @@ impl Transaction {
             locked: BTreeSet::new(),
             primary: None,
             current_ts: None,
+            began: Instant::now(),
+            lock_ttl_ms: PESSIMISTIC_TTL_MS,
+            heartbeat: None,
         })
+    }
+
+    /// Sets the base TTL of this transaction's pessimistic locks and heartbeat renewals
+    /// (20 s by default; renewals every half TTL).
+    pub fn with_lock_ttl(mut self, ms: u64) -> Transaction {
+        self.lock_ttl_ms = ms.max(1);
+        self
+    }
+
+    /// A TTL for a lock written now: the transaction's age plus `base`.
+    fn ttl(&self, base: u64) -> u64 {
+        u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX).saturating_add(base)
+    }
+
+    /// Starts renewing `primary`'s lock, once per transaction.
+    fn start_heartbeat(&mut self, primary: &[u8]) {
+        if self.heartbeat.is_some() {
+            return;
+        }
+        let (client, primary, start_ts) = (self.client.clone(), primary.to_vec(), self.start_ts);
+        let (began, base) = (self.began, self.lock_ttl_ms);
+        let every = Duration::from_millis((base / 2).max(1));
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let ttl = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX).saturating_add(base);
+                match client.txn_heart_beat(&primary, start_ts, ttl).await {
+                    Ok(true) => {}
+                    // Gone (finished, or rolled back by someone else) or the store failed:
+                    // commit will find out.
+                    Ok(false) | Err(_) => return,
+                }
+            }
+        });
+        self.heartbeat = Some(Heartbeat(task.abort_handle()));
     }
 
     /// The start timestamp (the transaction's identity).
@@ -271,7 +330,7 @@ impl Transaction {
                     primary: primary.clone(),
                     start_ts: self.start_ts,
                     for_update_ts,
-                    ttl_ms: PESSIMISTIC_TTL_MS,
+                    ttl_ms: self.ttl(self.lock_ttl_ms),
                     wait_timeout_ms: Some(self.opts.lock_wait_timeout_ms),
                 };
                 match self.client.pessimistic_lock(req).await {
@@ -284,6 +343,7 @@ impl Transaction {
                 }
             }
             self.locked.extend(to_lock);
+            self.start_heartbeat(&primary);
         } else {
             read_ts = read_ts.max(self.oracle.get_ts().await?);
         }
@@ -335,13 +395,18 @@ impl Transaction {
             mutations,
             primary,
             start_ts: self.start_ts,
-            ttl_ms: PREWRITE_TTL_MS,
+            ttl_ms: self.ttl(PREWRITE_TTL_MS),
             mode: self.opts.mode,
             locked,
         };
         let mut attempt = 0;
         loop {
-            match self.client.prewrite(req.clone()).await {
+            let done = self.client.prewrite(req.clone()).await;
+            if done.is_ok() {
+                // A commit that takes long (many keys) keeps its locks alive too.
+                self.start_heartbeat(&req.primary);
+            }
+            match done {
                 Ok(()) => break,
                 Err(Error::KeyLocked(lock)) if attempt < MAX_RESOLVE_ATTEMPTS => {
                     resolve_lock(self.client.as_ref(), self.oracle.as_ref(), &lock, attempt).await?;
