@@ -174,6 +174,20 @@ fn meta_key(parts: &[&str]) -> Vec<u8> {
     Key::Meta(parts.join("/").into_bytes()).encode()
 }
 
+/// The record of a range scheduled for deletion: `delrange/{hex prefix}` -> prefix. It is
+/// written in the same transaction as the schema change that orphans the data, so a crash
+/// between the two cannot leak it, and removed once the data is gone.
+fn delete_key(prefix: &[u8]) -> Vec<u8> {
+    let hex: String = prefix.iter().map(|b| format!("{b:02x}")).collect();
+    meta_key(&["delrange", &hex])
+}
+
+fn schedule_deletes(txn: &mut Transaction, prefixes: &[Vec<u8>]) {
+    for p in prefixes {
+        txn.put(delete_key(p), p.clone());
+    }
+}
+
 fn lower(s: &str) -> String {
     s.to_ascii_lowercase()
 }
@@ -300,12 +314,28 @@ impl Catalog {
         for t in &tables {
             txn.delete(meta_key(&["tbl", &lower(name), &lower(&t.name)]));
         }
+        let data: Vec<Vec<u8>> = tables.iter().map(|t| strata_codec::keys::table_prefix(t.table_id())).collect();
+        schedule_deletes(&mut txn, &data);
         txn.commit().await?;
         self.dbs.write().remove(&lower(name));
         for t in &tables {
             self.mark_changed(t.id);
         }
         Ok(tables)
+    }
+
+    /// Key ranges (by prefix) scheduled for deletion and not yet deleted.
+    pub async fn pending_deletes(&self) -> Result<Vec<Vec<u8>>> {
+        let txn = self.begin().await?;
+        let prefix = meta_key(&["delrange", ""]);
+        Ok(txn.scan(&prefix, &prefix_end(&prefix), usize::MAX).await?.into_iter().map(|(_, v)| v).collect())
+    }
+
+    /// Marks the range under `prefix` deleted.
+    pub async fn finish_delete(&self, prefix: &[u8]) -> Result<()> {
+        let mut txn = self.begin().await?;
+        txn.delete(delete_key(prefix));
+        txn.commit().await.map(drop)
     }
 
     /// Allocates a new globally unique id (tables).
@@ -330,8 +360,15 @@ impl Catalog {
 
     /// Stores a table's definition (create or alter) and updates the cache.
     pub async fn put_table(&self, table: TableInfo) -> Result<()> {
+        self.put_table_deleting(table, &[]).await
+    }
+
+    /// Stores a table's definition and, in the same transaction, schedules the key ranges
+    /// under `deletes` (data the new definition no longer uses) for background deletion.
+    pub async fn put_table_deleting(&self, table: TableInfo, deletes: &[Vec<u8>]) -> Result<()> {
         let mut txn = self.begin().await?;
         txn.put(meta_key(&["tbl", &lower(&table.db), &lower(&table.name)]), json(&table)?);
+        schedule_deletes(&mut txn, deletes);
         txn.commit().await?;
         let id = table.id;
         {
@@ -346,10 +383,12 @@ impl Catalog {
         Ok(())
     }
 
-    /// Removes a table's definition.
-    pub async fn remove_table(&self, db: &str, name: &str) -> Result<()> {
+    /// Removes a table's definition and schedules its data (`deletes`) for background
+    /// deletion, in one transaction.
+    pub async fn remove_table(&self, db: &str, name: &str, deletes: &[Vec<u8>]) -> Result<()> {
         let mut txn = self.begin().await?;
         txn.delete(meta_key(&["tbl", &lower(db), &lower(name)]));
+        schedule_deletes(&mut txn, deletes);
         txn.commit().await?;
         let removed = self.dbs.write().get_mut(&lower(db)).and_then(|d| d.tables.remove(&lower(name)));
         if let Some(t) = removed {

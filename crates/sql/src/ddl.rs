@@ -327,6 +327,7 @@ impl Engine {
         let end = prefix_end(&prefix);
         let mut start = prefix;
         loop {
+            crate::failpoint::pause("delete_range").await;
             let mut txn = self.begin_internal().await?;
             let batch = txn.scan(&start, &end, 10_000).await?;
             let Some((last, _)) = batch.last() else { return Ok(()) };
@@ -337,6 +338,42 @@ impl Engine {
             }
             txn.commit().await?;
         }
+    }
+
+    /// Deletes the ranges scheduled for deletion (dropped tables and indexes, truncated
+    /// rows), each batch its own transaction, then their records. Runs in the background
+    /// (`Engine::start_cleanup`), and resumes after a restart.
+    pub async fn run_pending_deletes(&self) -> Result<usize> {
+        let pending = self.catalog.pending_deletes().await?;
+        for prefix in &pending {
+            self.delete_prefix(prefix.clone()).await?;
+            self.catalog.finish_delete(prefix).await?;
+        }
+        Ok(pending.len())
+    }
+
+    /// Rolls back schema changes a crash interrupted: an index still write-only (its
+    /// backfill never finished) is removed and its entries scheduled for deletion. Runs
+    /// before the server accepts connections.
+    pub async fn recover_ddl(&self) -> Result<usize> {
+        let mut rolled_back = 0;
+        for db in self.catalog.databases() {
+            for t in self.catalog.tables(&db).unwrap_or_default() {
+                let unfinished: Vec<IndexInfo> = t.indexes.iter().filter(|i| !i.is_public()).cloned().collect();
+                if unfinished.is_empty() {
+                    continue;
+                }
+                let mut fixed = (*t).clone();
+                fixed.indexes.retain(|i| i.is_public());
+                let entries: Vec<Vec<u8>> = unfinished
+                    .iter()
+                    .map(|i| strata_codec::keys::index_prefix(t.table_id(), TableInfo::index_id(i)))
+                    .collect();
+                self.catalog.put_table_deleting(fixed, &entries).await?;
+                rolled_back += unfinished.len();
+            }
+        }
+        Ok(rolled_back)
     }
 
     /// A transaction for internal work (DDL backfill and cleanup).
@@ -376,9 +413,9 @@ impl Engine {
             return Err(Error::user(Code::BadTable, format!("Unknown table '{}'", missing.join(","))));
         }
         for t in tables {
-            self.catalog.remove_table(&t.db, &t.name).await?;
-            self.delete_prefix(table_prefix(t.table_id())).await?;
+            self.catalog.remove_table(&t.db, &t.name, &[table_prefix(t.table_id())]).await?;
         }
+        self.wake_cleanup();
         if missing.is_empty() {
             Ok(QueryResult::ok(0))
         } else {
@@ -395,10 +432,10 @@ impl Engine {
         let info = self.catalog.table(&db, &t)?;
         let mut fresh = (*info).clone();
         fresh.id = self.catalog.new_id().await?;
-        self.catalog.put_table(fresh).await?;
+        self.catalog.put_table_deleting(fresh, &[table_prefix(info.table_id())]).await?;
         self.catalog.mark_changed(info.id);
         self.catalog.reset_auto_id(info.id).await?;
-        self.delete_prefix(table_prefix(info.table_id())).await?;
+        self.wake_cleanup();
         Ok(QueryResult::ok(0))
     }
 
@@ -432,8 +469,9 @@ impl Engine {
         if let Err(e) = self.backfill_index(&t, &index).await {
             let mut back = t.clone();
             back.indexes.retain(|i| i.id != index.id);
-            self.catalog.put_table(back).await?;
-            self.delete_prefix(strata_codec::keys::index_prefix(t.table_id(), TableInfo::index_id(&index))).await?;
+            let entries = strata_codec::keys::index_prefix(t.table_id(), TableInfo::index_id(&index));
+            self.catalog.put_table_deleting(back, &[entries]).await?;
+            self.wake_cleanup();
             return Err(e);
         }
         // 4. Public: reads may use it.
@@ -454,6 +492,7 @@ impl Engine {
         let end = prefix_end(&prefix);
         let mut start = prefix.clone();
         loop {
+            crate::failpoint::pause("backfill_batch").await;
             let mut txn = self.begin_internal_with(LockMode::Pessimistic).await?;
             let batch = txn.scan(&start, &end, 1_000).await?;
             let Some((last, _)) = batch.last() else { return Ok(()) };
@@ -545,8 +584,9 @@ impl Engine {
         };
         let mut t = (*table).clone();
         t.indexes.retain(|i| i.id != index.id);
-        self.catalog.put_table(t).await?;
-        self.delete_prefix(strata_codec::keys::index_prefix(table.table_id(), TableInfo::index_id(&index))).await?;
+        let entries = strata_codec::keys::index_prefix(table.table_id(), TableInfo::index_id(&index));
+        self.catalog.put_table_deleting(t, &[entries]).await?;
+        self.wake_cleanup();
         Ok(QueryResult::ok(0))
     }
 
@@ -588,6 +628,7 @@ impl Engine {
                 }
                 ast::AlterTableOperation::DropColumn { column_names, if_exists, .. } => {
                     let mut nt = (*table).clone();
+                    let mut entries: Vec<Vec<u8>> = Vec::new();
                     for cn in column_names {
                         let Some(ci) = nt.column_index(&cn.value) else {
                             if *if_exists {
@@ -626,15 +667,14 @@ impl Engine {
                             }
                         }
                         nt.columns.remove(ci);
-                        for d in dropped {
-                            self.delete_prefix(strata_codec::keys::index_prefix(
-                                table.table_id(),
-                                TableInfo::index_id(&d),
-                            ))
-                            .await?;
-                        }
+                        entries.extend(
+                            dropped
+                                .iter()
+                                .map(|d| strata_codec::keys::index_prefix(table.table_id(), TableInfo::index_id(d))),
+                        );
                     }
-                    self.catalog.put_table(nt).await?;
+                    self.catalog.put_table_deleting(nt, &entries).await?;
+                    self.wake_cleanup();
                 }
                 ast::AlterTableOperation::AddConstraint { constraint, .. } => {
                     let (name, cols, unique) = match constraint {
@@ -701,11 +741,8 @@ impl Engine {
                 format!("Can't drop database '{name}'; database doesn't exist"),
             ));
         }
-        let tables = self.catalog.drop_database(name).await?;
-        let n = tables.len();
-        for t in tables {
-            self.delete_prefix(table_prefix(t.table_id())).await?;
-        }
+        let n = self.catalog.drop_database(name).await?.len();
+        self.wake_cleanup();
         Ok(QueryResult::ok(n as u64))
     }
 }

@@ -7,6 +7,11 @@
 //!
 //! - `panic`: the evaluating thread panics, as a bug would. The server must fail only that
 //!   statement, roll back its transaction and go on.
+//!
+//! `STRATA_FAILPOINT_PAUSE=name:ms,...` (with `STRATA_FAILPOINTS=1`) slows the named step of
+//! long internal work down, so a test can kill the server in the middle of it:
+//! `backfill_batch` (each ADD INDEX batch), `delete_range` (each batch of deleting a dropped
+//! table's or index's data).
 
 use std::sync::OnceLock;
 
@@ -19,6 +24,27 @@ pub const FUNCTION: &str = "strata_failpoint";
 pub fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("STRATA_FAILPOINTS").is_ok_and(|v| v == "1"))
+}
+
+/// Sleeps as long as `STRATA_FAILPOINT_PAUSE` says for step `name` (not at all normally).
+pub async fn pause(name: &str) {
+    static PAUSES: OnceLock<Vec<(String, u64)>> = OnceLock::new();
+    let pauses = PAUSES.get_or_init(|| {
+        if !enabled() {
+            return Vec::new();
+        }
+        std::env::var("STRATA_FAILPOINT_PAUSE")
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|p| {
+                let (n, ms) = p.split_once(':')?;
+                Some((n.trim().to_string(), ms.trim().parse().ok()?))
+            })
+            .collect()
+    });
+    if let Some((_, ms)) = pauses.iter().find(|(n, _)| n == name) {
+        tokio::time::sleep(std::time::Duration::from_millis(*ms)).await;
+    }
 }
 
 /// Triggers the fault named by `args[0]`.

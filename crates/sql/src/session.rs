@@ -52,6 +52,8 @@ pub struct Engine {
     pub users: crate::users::Users,
     /// LOCK TABLES / FLUSH TABLES WITH READ LOCK.
     table_locks: Arc<crate::table_locks::TableLocks>,
+    /// Wakes the background deletion of dropped data.
+    cleanup: Arc<tokio::sync::Notify>,
 }
 
 impl Engine {
@@ -74,7 +76,40 @@ impl Engine {
             reads: Default::default(),
             users,
             table_locks: Default::default(),
+            cleanup: Default::default(),
         }))
+    }
+
+    /// Rolls back DDL a crash interrupted and starts deleting dropped data in the
+    /// background (also what earlier runs left), until the engine is dropped.
+    pub async fn start_background(self: &Arc<Self>) -> Result<()> {
+        let n = self.recover_ddl().await?;
+        if n > 0 {
+            tracing::info!("rolled back {n} index(es) whose ADD INDEX a crash interrupted");
+        }
+        let weak = Arc::downgrade(self);
+        let wake = self.cleanup.clone();
+        tokio::spawn(async move {
+            loop {
+                let Some(engine) = weak.upgrade() else { return };
+                match engine.run_pending_deletes().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!("deleted the data of {n} dropped table(s) or index(es)"),
+                    Err(e) => tracing::warn!("deleting dropped data failed (retried later): {e}"),
+                }
+                drop(engine);
+                tokio::select! {
+                    _ = wake.notified() => {}
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(30)) => {}
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// Has the background deletion look for new work.
+    pub fn wake_cleanup(&self) {
+        self.cleanup.notify_one();
     }
 
     /// Sets the global default of a system variable (what new sessions start with and
@@ -1516,7 +1551,8 @@ impl Session {
                 let reads = if *global { &self.engine.reads } else { &self.reads };
                 let threads = self.engine.processes.lock().len();
                 let tls = if *global { None } else { self.tls.as_ref() };
-                crate::show::show_status(reads, threads, tls, filter.as_ref())
+                let pending = self.engine.catalog.pending_deletes().await?.len();
+                crate::show::show_status(reads, threads, tls, pending, filter.as_ref())
                     .and_then(|r| self.show_where(r, crate::show::where_of(filter.as_ref())))
             }
             S::Flush { object_type: ast::FlushType::Status, .. } => {

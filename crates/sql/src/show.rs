@@ -93,6 +93,7 @@ pub fn show_status(
     reads: &crate::context::ReadCounters,
     threads_connected: usize,
     tls: Option<&(String, String)>,
+    pending_deletes: usize,
     filter: Option<&ast::ShowStatementFilter>,
 ) -> Result<QueryResult> {
     use crate::context::Read;
@@ -104,6 +105,8 @@ pub fn show_status(
         ("Threads_connected", Value::UInt(threads_connected as u64)),
         ("Ssl_version", Value::str(ssl_version)),
         ("Ssl_cipher", Value::str(ssl_cipher)),
+        // Dropped tables and indexes whose data is still being deleted in the background.
+        ("Strata_pending_delete_ranges", Value::UInt(pending_deletes as u64)),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -427,6 +430,7 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                 "CHECKSUM",
                 "CREATE_OPTIONS",
                 "TABLE_COMMENT",
+                "TIDB_TABLE_ID",
             ]),
             all_tables
                 .iter()
@@ -453,6 +457,7 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                         null.clone(),
                         s(""),
                         s(""),
+                        int(t.id),
                     ]
                 })
                 .collect(),

@@ -148,6 +148,7 @@ async fn server(args: ServerArgs) -> Result<()> {
     let client: Arc<dyn Client> = Arc::new(local);
     let sql = Engine::open(client, oracle.clone() as Arc<dyn Oracle>).await?;
     sql.users.bootstrap_root(&args.root_password).await?;
+    sql.start_background().await?;
     // What the command line set, as SHOW VARIABLES reports it.
     sql.set_global_default("max_connections", strata_common::Value::Int(args.max_connections as i64));
     sql.set_global_default("connect_timeout", strata_common::Value::Int(args.connect_timeout.max(1) as i64));
