@@ -25,7 +25,9 @@ if $tests; then
   command -v java >/dev/null || need+=(default-jdk-headless)
   command -v mvn >/dev/null || need+=(maven)
   # crates/strata/tests/dump.rs round-trips a database through mariadb-dump and mariadb.
+  # ... and restores the dump into a private MariaDB server.
   command -v mariadb-dump >/dev/null || need+=(mariadb-client)
+  [ -x /usr/sbin/mariadbd ] || command -v mariadbd >/dev/null || need+=(mariadb-server)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive

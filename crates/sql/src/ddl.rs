@@ -5,6 +5,9 @@
 //! statements are re-run), so no write planned against an old definition lands after the
 //! change. ADD INDEX goes write-only (maintained by writers, unused by readers), waits out
 //! commits in flight, backfills the existing rows under row locks, and then turns public.
+//! Data a change orphans (a dropped table or index, truncated rows) is scheduled for deletion
+//! in the same transaction as the change and deleted in the background; an ADD INDEX a crash
+//! interrupted is rolled back at the next start (`recover_ddl`).
 
 use std::sync::Arc;
 
