@@ -20,12 +20,7 @@ fn run_client(name: &str, dir: PathBuf, program: &str, args: &[&str]) {
     let data = tempfile::tempdir().expect("tempdir");
     // The server offers TLS (a self-signed certificate) so each client also proves it can
     // switch to it.
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-        .expect("self-signed certificate");
-    let (cert, key) = (data.path().join("cert.pem"), data.path().join("key.pem"));
-    std::fs::write(&cert, ck.cert.pem()).expect("write cert");
-    std::fs::write(&key, ck.key_pair.serialize_pem()).expect("write key");
-    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let (cert, key) = common::write_self_signed_cert(data.path());
     let server = StrataProcess::start_with(&data.path().join("data"), &["--ssl-cert", &cert, "--ssl-key", &key], &[]);
     let out_path = data.path().join(format!("{name}.out"));
     let out = std::fs::File::create(&out_path).expect("output file");

@@ -5,22 +5,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, OptsBuilder};
-
-/// A self-signed certificate for localhost / 127.0.0.1, written as PEM files.
-fn write_cert(dir: &Path) -> (String, String) {
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-        .expect("self-signed certificate");
-    let cert = dir.join("cert.pem");
-    let key = dir.join("key.pem");
-    std::fs::write(&cert, ck.cert.pem()).expect("write cert");
-    std::fs::write(&key, ck.key_pair.serialize_pem()).expect("write key");
-    (cert.display().to_string(), key.display().to_string())
-}
 
 /// Runs `sql` with the mariadb client over TLS; returns its tab-separated output or error.
 fn mariadb_tls(port: u16, ca: &str, user: &str, password: &str, sql: &str) -> Result<String, String> {
@@ -56,7 +44,7 @@ fn server_code(e: mysql_async::Error) -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_switch_to_tls_and_accounts_can_require_it() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (cert, key) = write_cert(dir.path());
+    let (cert, key) = common::write_self_signed_cert(dir.path());
     let server =
         common::StrataProcess::start_with(&dir.path().join("data"), &["--ssl-cert", &cert, "--ssl-key", &key], &[]);
     let port = server.port;
@@ -92,7 +80,7 @@ async fn clients_switch_to_tls_and_accounts_can_require_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn require_secure_transport_refuses_plain_logins() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (cert, key) = write_cert(dir.path());
+    let (cert, key) = common::write_self_signed_cert(dir.path());
     let server = common::StrataProcess::start_with(
         &dir.path().join("data"),
         &["--ssl-cert", &cert, "--ssl-key", &key, "--require-secure-transport"],

@@ -81,6 +81,11 @@ pub struct Transaction {
     heartbeat: Option<Heartbeat>,
 }
 
+/// Milliseconds since `began`, plus `base`.
+fn age_plus(began: Instant, base: u64) -> u64 {
+    u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX).saturating_add(base)
+}
+
 /// The task renewing a transaction's primary lock; aborted when the transaction ends.
 struct Heartbeat(tokio::task::AbortHandle);
 
@@ -136,7 +141,7 @@ impl Transaction {
 
     /// A TTL for a lock written now: the transaction's age plus `base`.
     fn ttl(&self, base: u64) -> u64 {
-        u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX).saturating_add(base)
+        age_plus(self.began, base)
     }
 
     /// Starts renewing `primary`'s lock, once per transaction.
@@ -150,7 +155,7 @@ impl Transaction {
         let task = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
-                let ttl = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX).saturating_add(base);
+                let ttl = age_plus(began, base);
                 match client.txn_heart_beat(&primary, start_ts, ttl).await {
                     Ok(true) => {}
                     // Gone (finished, or rolled back by someone else) or the store failed:

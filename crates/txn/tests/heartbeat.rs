@@ -18,6 +18,16 @@ fn setup() -> (Arc<dyn Client>, Arc<dyn Oracle>) {
     (client, oracle)
 }
 
+/// A pessimistic transaction whose locks live `ttl_ms` without renewals, holding a lock on k.
+async fn locking(client: &Arc<dyn Client>, oracle: &Arc<dyn Oracle>, ttl_ms: u64) -> Transaction {
+    let mut t = Transaction::begin(client.clone(), oracle.clone(), TxnOptions::default())
+        .await
+        .expect("begin")
+        .with_lock_ttl(ttl_ms);
+    t.lock_and_get(&[b"k".to_vec()]).await.expect("lock");
+    t
+}
+
 fn optimistic() -> TxnOptions {
     TxnOptions { mode: LockMode::Optimistic, ..TxnOptions::default() }
 }
@@ -26,11 +36,7 @@ fn optimistic() -> TxnOptions {
 async fn a_live_transaction_outlives_its_lock_ttl() {
     let (client, oracle) = setup();
     // Base TTL 200 ms: without renewals its lock would look dead after 200 ms.
-    let mut a = Transaction::begin(client.clone(), oracle.clone(), TxnOptions::default())
-        .await
-        .expect("begin")
-        .with_lock_ttl(200);
-    a.lock_and_get(&[b"k".to_vec()]).await.expect("lock");
+    let mut a = locking(&client, &oracle, 200).await;
     a.put(b"k".to_vec(), b"from a".to_vec());
     tokio::time::sleep(Duration::from_millis(1_000)).await;
 
@@ -52,11 +58,7 @@ async fn a_live_transaction_outlives_its_lock_ttl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_that_stopped_is_rolled_back_after_its_ttl() {
     let (client, oracle) = setup();
-    let mut a = Transaction::begin(client.clone(), oracle.clone(), TxnOptions::default())
-        .await
-        .expect("begin")
-        .with_lock_ttl(200);
-    a.lock_and_get(&[b"k".to_vec()]).await.expect("lock");
+    let a = locking(&client, &oracle, 200).await;
     drop(a); // no rollback: its lock stays, and nothing renews it
     let started = Instant::now();
     let mut b = Transaction::begin(client.clone(), oracle.clone(), optimistic()).await.expect("begin b");

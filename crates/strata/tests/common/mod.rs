@@ -116,3 +116,14 @@ pub async fn exec(pool: &mysql_async::Pool, sqls: &[&str]) {
         c.query_drop(*s).await.unwrap_or_else(|e| panic!("{s}: {e}"));
     }
 }
+
+/// A self-signed certificate for localhost / 127.0.0.1 written as `cert.pem` and `key.pem`
+/// in `dir`; returns their paths (for `--ssl-cert` / `--ssl-key`, and as a client's CA).
+pub fn write_self_signed_cert(dir: &Path) -> (String, String) {
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+        .expect("self-signed certificate");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, ck.cert.pem()).expect("write cert");
+    std::fs::write(&key, ck.key_pair.serialize_pem()).expect("write key");
+    (cert.display().to_string(), key.display().to_string())
+}
