@@ -256,29 +256,44 @@ fn parse_unchecked(sql: &str) -> Result<Vec<ast::Statement>> {
 }
 
 /// Rewrites top-level commas between UPDATE and SET into CROSS JOIN (None if there are none).
+/// Only those commas change: the rest of the text is copied as written (re-printing tokens
+/// would lose string escapes, turning `'x\', a=1 -- '` into code).
 fn update_commas_as_joins(sql: &str) -> Option<String> {
     use sqlparser::keywords::Keyword;
     use sqlparser::tokenizer::{Token, Tokenizer};
-    let tokens = Tokenizer::new(&MySqlDialect {}, sql).tokenize().ok()?;
-    let mut out = String::with_capacity(sql.len() + 16);
-    let (mut in_tables, mut depth, mut changed) = (false, 0usize, false);
-    for t in tokens {
-        match &t {
+    let tokens = Tokenizer::new(&MySqlDialect {}, sql).tokenize_with_location().ok()?;
+    let (mut in_tables, mut depth) = (false, 0usize);
+    let mut commas = Vec::new();
+    for t in &tokens {
+        match &t.token {
             Token::Word(w) if depth == 0 && w.keyword == Keyword::UPDATE && w.quote_style.is_none() => in_tables = true,
             Token::Word(w) if depth == 0 && w.keyword == Keyword::SET && w.quote_style.is_none() => in_tables = false,
             Token::SemiColon => in_tables = false,
             Token::LParen => depth += 1,
             Token::RParen => depth = depth.saturating_sub(1),
-            Token::Comma if in_tables && depth == 0 => {
-                out.push_str(" CROSS JOIN ");
-                changed = true;
-                continue;
-            }
+            Token::Comma if in_tables && depth == 0 => commas.push((t.span.start.line, t.span.start.column)),
             _ => {}
         }
-        out.push_str(&t.to_string());
     }
-    changed.then_some(out)
+    if commas.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(sql.len() + 12 * commas.len());
+    let (mut line, mut column) = (1u64, 1u64);
+    for ch in sql.chars() {
+        if ch == ',' && commas.contains(&(line, column)) {
+            out.push_str(" CROSS JOIN ");
+        } else {
+            out.push(ch);
+        }
+        if ch == '\n' {
+            line += 1;
+            column = 1;
+        } else {
+            column += 1;
+        }
+    }
+    Some(out)
 }
 
 /// Numbers `?` placeholders in textual order; returns how many there are.
