@@ -1444,10 +1444,12 @@ impl Session {
         // a session under LOCK TABLES may use only what it locked.
         let _tables = match stmt {
             S::LockTables { .. } | S::UnlockTables | S::Flush { .. } | S::StartTransaction { .. } => None,
-            _ => {
-                let timeout = self.lock_wait_timeout();
-                Some(self.engine.table_locks.enter(self.conn_id, timeout, || self.lock_keys(stmt)).await?)
-            }
+            _ => Some(
+                self.engine
+                    .table_locks
+                    .enter(self.conn_id, || Ok((self.lock_keys(stmt)?, self.lock_wait_timeout())))
+                    .await?,
+            ),
         };
         let r = match stmt {
             S::Query(_) | S::Insert(_) | S::Update(_) | S::Delete(_) => self.run_in_txn(stmt, params).await,

@@ -74,11 +74,7 @@ pub enum Entry {
 impl Drop for Entry {
     fn drop(&mut self) {
         match self {
-            Entry::Fast(l) => {
-                if l.fast.fetch_sub(1, SeqCst) == 1 && l.active.load(SeqCst) > 0 {
-                    l.changed.notify_waiters();
-                }
-            }
+            Entry::Fast(l) => l.leave_fast(),
             Entry::Using(l, conn) => {
                 l.state.lock().using.remove(conn);
                 l.changed.notify_waiters();
@@ -93,20 +89,28 @@ fn not_locked(t: &TableKey) -> Error {
 }
 
 impl TableLocks {
-    /// Admits a statement of `conn` that uses `tables()` (each with whether it writes it).
-    /// Waits while another session's locks conflict.
+    /// A fast-path statement ended (or turned out to need the slow path): a lock waiting
+    /// for running statements to drain may now be granted.
+    fn leave_fast(&self) {
+        if self.fast.fetch_sub(1, SeqCst) == 1 && self.active.load(SeqCst) > 0 {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Admits a statement of `conn`. Only when some table lock exists does it ask `uses`
+    /// for the statement's tables (each with whether it writes it) and how long it may
+    /// wait (lock_wait_timeout); it then waits while another session's locks conflict.
     pub async fn enter(
         self: &Arc<Self>,
         conn: u32,
-        timeout: Duration,
-        tables: impl FnOnce() -> Result<Vec<(TableKey, bool)>>,
+        uses: impl FnOnce() -> Result<(Vec<(TableKey, bool)>, Duration)>,
     ) -> Result<Entry> {
         self.fast.fetch_add(1, SeqCst);
         if self.active.load(SeqCst) == 0 {
             return Ok(Entry::Fast(self.clone()));
         }
-        drop(Entry::Fast(self.clone()));
-        let tables = tables()?;
+        self.leave_fast();
+        let (tables, timeout) = uses()?;
         {
             let st = self.state.lock();
             if let Some(mine) = st.held.get(&conn) {
@@ -161,45 +165,34 @@ impl TableLocks {
                 *e = Mode::Write;
             }
         }
-        self.active.fetch_add(1, SeqCst);
-        let r = self
-            .wait_until(timeout, |st| {
-                if self.fast.load(SeqCst) > 0 {
-                    return false;
-                }
-                let blocked = want.iter().any(|(t, m)| {
-                    let h = st.tables.get(t);
-                    let held = h.is_some_and(|h| {
-                        h.writer.is_some_and(|w| w != conn)
-                            || (*m == Mode::Write && h.readers.iter().any(|&r| r != conn))
-                    });
-                    let used = st
-                        .using
-                        .iter()
-                        .any(|(&c, ts)| c != conn && ts.iter().any(|(u, w)| u == t && (*m == Mode::Write || *w)));
-                    held || used || (*m == Mode::Write && st.global_read.iter().any(|&g| g != conn))
+        self.acquire(timeout, |st| {
+            let blocked = want.iter().any(|(t, m)| {
+                let h = st.tables.get(t);
+                let held = h.is_some_and(|h| {
+                    h.writer.is_some_and(|w| w != conn) || (*m == Mode::Write && h.readers.iter().any(|&r| r != conn))
                 });
-                if blocked {
-                    return false;
-                }
-                for (t, m) in &want {
-                    let h = st.tables.entry(t.clone()).or_default();
-                    match m {
-                        Mode::Read => {
-                            h.readers.insert(conn);
-                        }
-                        Mode::Write => h.writer = Some(conn),
+                let used = st
+                    .using
+                    .iter()
+                    .any(|(&c, ts)| c != conn && ts.iter().any(|(u, w)| u == t && (*m == Mode::Write || *w)));
+                held || used || (*m == Mode::Write && st.global_read.iter().any(|&g| g != conn))
+            });
+            if blocked {
+                return false;
+            }
+            for (t, m) in &want {
+                let h = st.tables.entry(t.clone()).or_default();
+                match m {
+                    Mode::Read => {
+                        h.readers.insert(conn);
                     }
+                    Mode::Write => h.writer = Some(conn),
                 }
-                st.held.insert(conn, want.clone());
-                true
-            })
-            .await;
-        if r.is_err() {
-            self.active.fetch_sub(1, SeqCst);
-            self.changed.notify_waiters();
-        }
-        r
+            }
+            st.held.insert(conn, want.clone());
+            true
+        })
+        .await
     }
 
     /// FLUSH TABLES WITH READ LOCK: once no other session writes or holds a WRITE lock,
@@ -208,21 +201,24 @@ impl TableLocks {
         if self.state.lock().global_read.contains(&conn) {
             return Ok(());
         }
+        self.acquire(timeout, |st| {
+            let writer = st.tables.values().any(|h| h.writer.is_some_and(|w| w != conn));
+            let writing = st.using.iter().any(|(&c, ts)| c != conn && ts.iter().any(|(_, w)| *w));
+            if writer || writing {
+                return false;
+            }
+            st.global_read.insert(conn);
+            true
+        })
+        .await
+    }
+
+    /// Takes a lock set (LOCK TABLES or the global read lock): counts it in `active` at
+    /// once, so new statements take the slow path, then waits for fast-path statements to
+    /// drain and for `try_take` to succeed; gives the count back if it never does.
+    async fn acquire(&self, timeout: Duration, mut try_take: impl FnMut(&mut State) -> bool) -> Result<()> {
         self.active.fetch_add(1, SeqCst);
-        let r = self
-            .wait_until(timeout, |st| {
-                if self.fast.load(SeqCst) > 0 {
-                    return false;
-                }
-                let writer = st.tables.values().any(|h| h.writer.is_some_and(|w| w != conn));
-                let writing = st.using.iter().any(|(&c, ts)| c != conn && ts.iter().any(|(_, w)| *w));
-                if writer || writing {
-                    return false;
-                }
-                st.global_read.insert(conn);
-                true
-            })
-            .await;
+        let r = self.wait_until(timeout, |st| self.fast.load(SeqCst) == 0 && try_take(st)).await;
         if r.is_err() {
             self.active.fetch_sub(1, SeqCst);
             self.changed.notify_waiters();
@@ -320,19 +316,19 @@ mod tests {
         let l = Arc::new(TableLocks::default());
         l.lock_tables(1, vec![(key("t"), Mode::Write)], SHORT).await.expect("lock");
         // The holder uses its table, not others.
-        assert!(matches!(l.enter(1, SHORT, || Ok(vec![(key("t"), true)])).await, Ok(Entry::Own)));
-        let e = l.enter(1, SHORT, || Ok(vec![(key("u"), false)])).await.err().map(|e| e.code());
+        assert!(matches!(l.enter(1, || Ok((vec![(key("t"), true)], SHORT))).await, Ok(Entry::Own)));
+        let e = l.enter(1, || Ok((vec![(key("u"), false)], SHORT))).await.err().map(|e| e.code());
         assert_eq!(e, Some(Code::TableNotLockedForUse));
         // Another session waits, then times out.
-        let e = l.enter(2, SHORT, || Ok(vec![(key("t"), false)])).await.err();
+        let e = l.enter(2, || Ok((vec![(key("t"), false)], SHORT))).await.err();
         assert!(matches!(e, Some(Error::LockWaitTimeout)));
         // Unrelated tables are free.
-        assert!(l.enter(2, SHORT, || Ok(vec![(key("u"), true)])).await.is_ok());
+        assert!(l.enter(2, || Ok((vec![(key("u"), true)], SHORT))).await.is_ok());
         // A waiter gets in once the lock goes.
         let l2 = l.clone();
         let waiter =
             tokio::spawn(
-                async move { l2.enter(2, Duration::from_secs(5), || Ok(vec![(key("t"), true)])).await.is_ok() },
+                async move { l2.enter(2, || Ok((vec![(key("t"), true)], Duration::from_secs(5)))).await.is_ok() },
             );
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(l.unlock_tables(1));
@@ -345,10 +341,10 @@ mod tests {
         let l = Arc::new(TableLocks::default());
         l.lock_tables(1, vec![(key("t"), Mode::Read)], SHORT).await.expect("lock");
         l.lock_tables(2, vec![(key("t"), Mode::Read)], SHORT).await.expect("second reader");
-        let e = l.enter(1, SHORT, || Ok(vec![(key("t"), true)])).await.err().map(|e| e.code());
+        let e = l.enter(1, || Ok((vec![(key("t"), true)], SHORT))).await.err().map(|e| e.code());
         assert_eq!(e, Some(Code::TableNotLockedForWrite));
-        assert!(l.enter(3, SHORT, || Ok(vec![(key("t"), false)])).await.is_ok());
-        assert!(matches!(l.enter(3, SHORT, || Ok(vec![(key("t"), true)])).await.err(), Some(Error::LockWaitTimeout)));
+        assert!(l.enter(3, || Ok((vec![(key("t"), false)], SHORT))).await.is_ok());
+        assert!(matches!(l.enter(3, || Ok((vec![(key("t"), true)], SHORT))).await.err(), Some(Error::LockWaitTimeout)));
         // A WRITE lock waits for the readers.
         assert!(l.lock_tables(3, vec![(key("t"), Mode::Write)], SHORT).await.is_err());
         l.unlock_tables(1);
@@ -359,17 +355,17 @@ mod tests {
     #[tokio::test]
     async fn a_lock_waits_for_running_statements_and_the_global_read_lock_stops_writers() {
         let l = Arc::new(TableLocks::default());
-        let running = l.enter(2, SHORT, || Ok(vec![(key("t"), true)])).await.expect("enter");
+        let running = l.enter(2, || Ok((vec![(key("t"), true)], SHORT))).await.expect("enter");
         assert!(l.lock_tables(1, vec![(key("t"), Mode::Write)], SHORT).await.is_err(), "statement still running");
         drop(running);
         l.lock_global_read(1, SHORT).await.expect("FTWRL");
-        assert!(l.enter(2, SHORT, || Ok(vec![(key("t"), false)])).await.is_ok(), "reads go on");
-        assert!(l.enter(2, SHORT, || Ok(vec![(key("t"), true)])).await.is_err(), "writes wait");
-        let e = l.enter(1, SHORT, || Ok(vec![(key("t"), true)])).await.err().map(|e| e.code());
+        assert!(l.enter(2, || Ok((vec![(key("t"), false)], SHORT))).await.is_ok(), "reads go on");
+        assert!(l.enter(2, || Ok((vec![(key("t"), true)], SHORT))).await.is_err(), "writes wait");
+        let e = l.enter(1, || Ok((vec![(key("t"), true)], SHORT))).await.err().map(|e| e.code());
         assert_eq!(e, Some(Code::CantUpdateWithReadLock));
         assert!(l.holds(1));
         l.unlock_tables(1);
         assert!(!l.holds(1));
-        assert!(l.enter(2, SHORT, || Ok(vec![(key("t"), true)])).await.is_ok());
+        assert!(l.enter(2, || Ok((vec![(key("t"), true)], SHORT))).await.is_ok());
     }
 }
