@@ -76,6 +76,9 @@ codes! {
     KeyDoesNotExist = 1176, "42000";
     LockWaitTimeout = 1205, "HY000";
     WrongArguments = 1210, "HY000";
+    RegexpIndexOutOfBounds = 3686, "HY000";
+    RegexpRuleSyntax = 3688, "HY000";
+    RegexpPatternTooBig = 3700, "HY000";
     Deadlock = 1213, "40001";
     WrongValueForVar = 1231, "42000";
     WrongTypeForVar = 1232, "42000";

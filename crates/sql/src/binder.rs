@@ -18,6 +18,7 @@ use crate::catalog::{Catalog, TableInfo};
 use crate::expr::{number_literal, AggCall, AggFunc, BinOp, CastType, Expr, SubqueryKind, UnaryOp};
 use crate::functions::{is_aggregate, is_session_function};
 use crate::plan::{Access, JoinKind, KeyRange, OutputColumn, Plan, Query, SubqueryPlan};
+use crate::types::ColumnType;
 
 mod decorrelate;
 
@@ -91,6 +92,79 @@ fn lower(s: &str) -> String {
 
 fn ident_name(i: &ast::Ident) -> String {
     i.value.clone()
+}
+
+/// What kind of value an expression yields, as far as binding can tell (MySQL picks the
+/// comparison from the kinds of both sides).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Integers, decimals, doubles.
+    Number,
+    /// Character and binary strings.
+    String,
+    /// DATE, DATETIME, TIMESTAMP, TIME.
+    Temporal,
+    /// Not known before evaluation.
+    Unknown,
+}
+
+/// The class of a column type.
+pub fn type_class(ty: &ColumnType) -> Class {
+    match ty {
+        t if t.is_string() => Class::String,
+        ColumnType::Date | ColumnType::DateTime(_) | ColumnType::Timestamp(_) | ColumnType::Time(_) => Class::Temporal,
+        _ => Class::Number,
+    }
+}
+
+/// The class of a bound expression's values (columns by their declared types).
+pub fn expr_class(e: &Expr, scope: &Scope) -> Class {
+    match e {
+        Expr::Column(i) => {
+            scope.columns.get(*i).and_then(|c| c.meta.ty.as_ref()).map(type_class).unwrap_or(Class::Unknown)
+        }
+        Expr::Literal(v) => match v {
+            Value::Null => Class::Unknown,
+            Value::Bytes(_) => Class::String,
+            Value::Date(_) | Value::DateTime(_) | Value::Time(_) => Class::Temporal,
+            _ => Class::Number,
+        },
+        Expr::Binary(..) => Class::Number,
+        Expr::Unary(..) | Expr::IsNull(..) | Expr::IsBool(..) | Expr::InList(..) | Expr::Between(..) => Class::Number,
+        Expr::Like(..) | Expr::InSubquery(..) => Class::Number,
+        Expr::Cast(_, t) => match t {
+            CastType::Char => Class::String,
+            CastType::Date | CastType::DateTime | CastType::Time => Class::Temporal,
+            _ => Class::Number,
+        },
+        _ => Class::Unknown,
+    }
+}
+
+/// Whether an index on a column of type `ty` can look up values of class `c`: a string
+/// key cannot serve a comparison with a number or a date (those compare as numbers or
+/// dates, not in the key's string order).
+fn key_serves(ty: &Option<ColumnType>, c: Class) -> bool {
+    match ty.as_ref().map(type_class) {
+        Some(Class::String) => matches!(c, Class::String | Class::Unknown),
+        _ => true,
+    }
+}
+
+/// Hash join keys for `l = r`, converted so that equal keys encode alike: a string against
+/// a number compares as doubles, a string against a date as dates (MySQL's rules).
+fn comparable_keys(l: Expr, r: Expr, scope: &Scope) -> (Expr, Expr) {
+    let cast = |e: Expr, t: CastType| Expr::Cast(Box::new(e), t);
+    match (expr_class(&l, scope), expr_class(&r, scope)) {
+        (Class::String, Class::Number)
+        | (Class::Number, Class::String)
+        | (Class::Temporal, Class::Number)
+        | (Class::Number, Class::Temporal) => (cast(l, CastType::Double), cast(r, CastType::Double)),
+        (Class::String, Class::Temporal) | (Class::Temporal, Class::String) => {
+            (cast(l, CastType::DateTime), cast(r, CastType::DateTime))
+        }
+        _ => (l, r),
+    }
 }
 
 /// Splits an expression into its AND-ed parts. Parts common to every branch of an OR are
@@ -657,7 +731,11 @@ impl<'a> Binder<'a> {
                 if let Expr::Binary(BinOp::Eq, a, b) = e {
                     for (x, y) in [(a, b), (b, a)] {
                         if let Expr::Column(c) = **x {
-                            if c >= off && c < off + width && y.columns().iter().all(|&i| i < off) && !y.has_subquery()
+                            if c >= off
+                                && c < off + width
+                                && y.columns().iter().all(|&i| i < off)
+                                && !y.has_subquery()
+                                && key_serves(&scope.columns[c].meta.ty, expr_class(y, scope))
                             {
                                 lookup_keys.push((c - off, (**y).clone().to_outer()?));
                             }
@@ -702,13 +780,17 @@ impl<'a> Binder<'a> {
                         let right_only =
                             |cs: &Vec<usize>| !cs.is_empty() && cs.iter().all(|&c| c >= off && c < off + width);
                         if !a.has_subquery() && !b.has_subquery() {
-                            if left_only(&ac) && right_only(&bc) {
-                                lk.push((**a).clone());
-                                rk.push((**b).clone().rebase(off, false)?);
-                                used = true;
+                            let pair = if left_only(&ac) && right_only(&bc) {
+                                Some((a, b))
                             } else if left_only(&bc) && right_only(&ac) {
-                                lk.push((**b).clone());
-                                rk.push((**a).clone().rebase(off, false)?);
+                                Some((b, a))
+                            } else {
+                                None
+                            };
+                            if let Some((l, r)) = pair {
+                                let (l, r) = comparable_keys((**l).clone(), (**r).clone(), scope);
+                                lk.push(l);
+                                rk.push(r.rebase(off, false)?);
                                 used = true;
                             }
                         }
@@ -1195,7 +1277,10 @@ impl<'a> Binder<'a> {
                     ast::BinaryOperator::BitwiseXor => BinOp::BitXor,
                     ast::BinaryOperator::PGBitwiseShiftLeft => BinOp::Shl,
                     ast::BinaryOperator::PGBitwiseShiftRight => BinOp::Shr,
-                    ast::BinaryOperator::StringConcat => return Ok(Expr::Func("concat".into(), vec![l, r])),
+                    ast::BinaryOperator::StringConcat if self.pipes_as_concat() => {
+                        return Ok(Expr::Func("concat".into(), vec![l, r]))
+                    }
+                    ast::BinaryOperator::StringConcat => BinOp::Or,
                     other => return Err(Error::unsupported(format!("operator {other}"))),
                 };
                 // (a, b) = (c, d) compares element-wise.
@@ -1263,6 +1348,14 @@ impl<'a> Binder<'a> {
                     _ => '\\',
                 };
                 Expr::Like(Box::new(self.expr(expr, scope)?), Box::new(self.expr(pattern, scope)?), esc, *negated)
+            }
+            A::RLike { negated, expr, pattern, .. } => {
+                let m = Expr::Func("regexp_like".into(), vec![self.expr(expr, scope)?, self.expr(pattern, scope)?]);
+                if *negated {
+                    Expr::Unary(UnaryOp::Not, Box::new(m))
+                } else {
+                    m
+                }
             }
             A::Case { operand, conditions, else_result, .. } => Expr::Case(
                 operand.as_ref().map(|o| self.expr(o, scope).map(Box::new)).transpose()?,
@@ -1589,6 +1682,14 @@ fn expr_text(e: &ast::Expr) -> String {
 /// The relations of a FROM list, in column order.
 fn from_relations(from: &[ast::TableWithJoins]) -> impl Iterator<Item = &ast::TableFactor> {
     from.iter().flat_map(|twj| std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation)))
+}
+
+impl Binder<'_> {
+    /// `||` concatenates (sql_mode PIPES_AS_CONCAT or ANSI) rather than ORs.
+    fn pipes_as_concat(&self) -> bool {
+        let mode = self.session.vars.get("sql_mode").and_then(|v| v.to_text()).unwrap_or_default();
+        crate::dialect::StrataDialect::for_sql_mode(&String::from_utf8_lossy(&mode)).pipes_as_concat
+    }
 }
 
 /// Parses one expression (used for USING rewrites).

@@ -12,6 +12,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use rust_decimal::prelude::{FromPrimitive, ToPrimitive};
 use rust_decimal::Decimal;
 use strata_codec::keys::{prefix_end, row_prefix};
 use strata_codec::memcmp;
@@ -22,6 +23,7 @@ use crate::catalog::TableInfo;
 use crate::context::{count_reads, row_size, Charge, Read};
 use crate::expr::{AggCall, AggFunc, EvalCtx, Expr, Row, SubqueryKind, SubqueryValue, SubqueryValues};
 use crate::interrupt::checkpoint;
+use crate::keyconv::{key_conv, KeyConv, Side};
 use crate::plan::{Access, JoinKind, KeyRange, Plan, SubqueryPlan};
 use crate::table::{decode_row, handle_from_index_entry, index_value_prefix, pk_prefix, row_key};
 use crate::types::ColumnType;
@@ -430,15 +432,28 @@ async fn join_row(
     Ok(())
 }
 
+/// A value in the form that makes values equal under `sql_cmp` encode alike, for hash
+/// keys: numbers of any kind by value (1 = 1.0 = 1.00), dates as datetimes, strings without
+/// trailing spaces (PAD SPACE).
 fn normalize_join_key(v: &Value) -> Value {
-    // Join keys compare by value across integer/decimal kinds.
+    fn decimal_key(d: Decimal) -> Value {
+        let n = d.normalize();
+        if n.scale() == 0 {
+            if let Some(i) = n.to_i64() {
+                return Value::Int(i);
+            }
+        }
+        Value::Decimal(n)
+    }
     match v {
         Value::UInt(u) if *u <= i64::MAX as u64 => Value::Int(*u as i64),
-        Value::Decimal(d) if d.fract().is_zero() => match i64::try_from(d.trunc().mantissa() / 10i128.pow(d.scale())) {
-            Ok(i) => Value::Int(i),
-            Err(_) => Value::Decimal(d.normalize()),
+        Value::Decimal(d) => decimal_key(*d),
+        Value::Double(f) if f.fract() == 0.0 && f.abs() < 9.2e18 => Value::Int(*f as i64),
+        Value::Double(f) => match Decimal::from_f64(*f) {
+            Some(d) if d.to_f64() == Some(*f) => decimal_key(d),
+            _ => Value::Double(*f),
         },
-        Value::Decimal(d) => Value::Decimal(d.normalize()),
+        Value::Date(d) => Value::DateTime(*d),
         Value::Bytes(_) => crate::table::key_value(v),
         other => other.clone(),
     }
@@ -643,26 +658,9 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Rows, group: &[Expr], aggs: &[Ag
     Ok(out)
 }
 
-/// Converts a lookup value to a key column's type: `(value, exact)`, or None when no row can
-/// match (NULL, or not representable). Inexact conversions make range bounds inclusive.
-fn key_coerce(ty: &ColumnType, v: Value) -> Option<(Value, bool)> {
-    if v.is_null() {
-        return None;
-    }
-    let original = v.clone();
-    match ty.coerce(v, "") {
-        Ok(c) => {
-            let exact = c.sql_cmp(&original) == Some(std::cmp::Ordering::Equal);
-            Some((c, exact))
-        }
-        Err(_) => match (ty, &original) {
-            (ColumnType::Int { .. } | ColumnType::Decimal { .. }, Value::Bytes(_)) => None,
-            (t, Value::Bytes(_)) if t.is_string() => Some((original, true)),
-            _ => None,
-        },
-    }
-}
-
+/// The key bytes of a range bound on the key column after `prefix`: None when no row can
+/// match, else `(start, end)`. Bounds the key order cannot serve are left open (the filter
+/// decides); inexact ones are inclusive.
 fn range_bounds(
     ctx: &ExecCtx,
     prefix: Vec<u8>,
@@ -672,22 +670,21 @@ fn range_bounds(
     let mut start = prefix.clone();
     let mut end = prefix_end(&prefix);
     if let (Some((e, incl)), Some(ty)) = (&range.lower, next_col) {
-        match key_coerce(ty, ctx.eval_const(e)?) {
-            None => return Ok(None),
-            Some((v, exact)) => {
+        match key_conv(ty, &ctx.eval_const(e)?, Side::Lower) {
+            KeyConv::Empty => return Ok(None),
+            KeyConv::Unbounded | KeyConv::Unusable => {}
+            KeyConv::At(v, exact) => {
                 let mut k = prefix.clone();
                 memcmp::encode_value(&mut k, &crate::table::key_value(&v));
                 start = if *incl || !exact { k } else { prefix_end(&k) };
             }
         }
-    } else {
-        // Skip NULLs, which no range predicate matches... only when a bound exists; with no
-        // bound at all every entry of the prefix is wanted.
     }
     if let (Some((e, incl)), Some(ty)) = (&range.upper, next_col) {
-        match key_coerce(ty, ctx.eval_const(e)?) {
-            None => return Ok(None),
-            Some((v, exact)) => {
+        match key_conv(ty, &ctx.eval_const(e)?, Side::Upper) {
+            KeyConv::Empty => return Ok(None),
+            KeyConv::Unbounded | KeyConv::Unusable => {}
+            KeyConv::At(v, exact) => {
                 let mut k = prefix.clone();
                 memcmp::encode_value(&mut k, &crate::table::key_value(&v));
                 end = if *incl || !exact { prefix_end(&k) } else { k };
@@ -697,15 +694,49 @@ fn range_bounds(
     Ok(Some((start, end)))
 }
 
-fn eq_values(ctx: &ExecCtx, exprs: &[Expr], cols: &[usize], table: &TableInfo) -> Result<Option<Vec<Value>>> {
+/// Key values for equality on key columns.
+enum EqKey {
+    /// No row can match.
+    Empty,
+    /// Some value cannot be looked up by key (its comparison disagrees with key order).
+    Unusable,
+    /// The key values.
+    Values(Vec<Value>),
+}
+
+fn eq_values(ctx: &ExecCtx, exprs: &[Expr], cols: &[usize], table: &TableInfo) -> Result<EqKey> {
     let mut vals = Vec::with_capacity(exprs.len());
+    let mut empty = false;
     for (e, &c) in exprs.iter().zip(cols) {
-        match key_coerce(&table.columns[c].ty, ctx.eval_const(e)?) {
-            Some((v, true)) => vals.push(v),
-            _ => return Ok(None),
+        match key_conv(&table.columns[c].ty, &ctx.eval_const(e)?, Side::Eq) {
+            KeyConv::At(v, _) => vals.push(v),
+            KeyConv::Unusable | KeyConv::Unbounded => return Ok(EqKey::Unusable),
+            KeyConv::Empty => empty = true,
         }
     }
-    Ok(Some(vals))
+    Ok(if empty { EqKey::Empty } else { EqKey::Values(vals) })
+}
+
+/// Whether some key value of the access path cannot be looked up by key: the path then
+/// reads the whole table (its filter holds the predicates).
+fn access_unusable(ctx: &ExecCtx, access: &Access, table: &TableInfo) -> Result<bool> {
+    let pk = table.pk.clone().unwrap_or_default();
+    let unusable = |exprs: &[Expr], cols: &[usize]| -> Result<bool> {
+        Ok(matches!(eq_values(ctx, exprs, cols, table)?, EqKey::Unusable))
+    };
+    match access {
+        Access::Full => Ok(false),
+        Access::Points(ts) | Access::Prefixes(ts) => {
+            for t in ts {
+                if unusable(t, &pk)? {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        }
+        Access::PkRange(r) => unusable(&r.eq, &pk),
+        Access::Index(i, r) => unusable(&r.eq, &table.indexes[*i].columns),
+    }
 }
 
 /// Reads rows of a table through an access path, applying `filter`. With `lock`, the rows
@@ -745,13 +776,14 @@ pub async fn scan_limited(
     if s.limit == 0 {
         return Ok(s.out);
     }
+    let access = if access_unusable(ctx, access, table)? { &Access::Full } else { access };
     match access {
         Access::Points(points) => {
             let pk = table.pk.clone().unwrap_or_default();
             let mut seen = HashSet::new();
             let mut keys = Vec::new();
             for p in points {
-                if let Some(vals) = eq_values(ctx, p, &pk, table)? {
+                if let EqKey::Values(vals) = eq_values(ctx, p, &pk, table)? {
                     let mut h = Vec::new();
                     for v in &vals {
                         memcmp::encode_value(&mut h, &crate::table::key_value(v));
@@ -770,7 +802,7 @@ pub async fn scan_limited(
             let pk = table.pk.clone().unwrap_or_default();
             let mut seen = HashSet::new();
             for t in tuples {
-                let Some(vals) = eq_values(ctx, t, &pk, table)? else { continue };
+                let EqKey::Values(vals) = eq_values(ctx, t, &pk, table)? else { continue };
                 let p = pk_prefix(table, &vals);
                 if !seen.insert(p.clone()) {
                     continue;
@@ -788,7 +820,7 @@ pub async fn scan_limited(
         }
         Access::PkRange(r) => {
             let pk = table.pk.clone().unwrap_or_default();
-            let Some(vals) = eq_values(ctx, &r.eq, &pk, table)? else { return Ok(s.out) };
+            let EqKey::Values(vals) = eq_values(ctx, &r.eq, &pk, table)? else { return Ok(s.out) };
             let next = pk.get(r.eq.len()).map(|c| &table.columns[*c].ty);
             let Some((start, end)) = range_bounds(ctx, pk_prefix(table, &vals), r, next)? else {
                 return Ok(s.out);
@@ -797,7 +829,7 @@ pub async fn scan_limited(
         }
         Access::Index(i, r) => {
             let index = &table.indexes[*i];
-            let Some(vals) = eq_values(ctx, &r.eq, &index.columns, table)? else { return Ok(s.out) };
+            let EqKey::Values(vals) = eq_values(ctx, &r.eq, &index.columns, table)? else { return Ok(s.out) };
             let next = index.columns.get(r.eq.len()).map(|c| &table.columns[*c].ty);
             let base = index_value_prefix(table, index, &[]);
             let Some((mut start, end)) = range_bounds(ctx, index_value_prefix(table, index, &vals), r, next)? else {

@@ -98,9 +98,9 @@ pub fn arity(name: &str) -> Option<(usize, usize)> {
         "rand" => (0, 1),
         "__unix_timestamp" | "abs" | "ascii" | "ceil" | "ceiling" | "char_length" | "character_length" | "date"
         | "day" | "dayofmonth" | "dayofweek" | "dayofyear" | "exp" | "floor" | "hex" | "hour" | "isnull"
-        | "last_day" | "lcase" | "length" | "ln" | "log10" | "log2" | "lower" | "ltrim" | "md5" | "microsecond"
-        | "minute" | "month" | "octet_length" | "quarter" | "reverse" | "rtrim" | "second" | "sign" | "space"
-        | "sqrt" | "to_days" | "trim" | "ucase" | "upper" | "weekday" | "year" => (1, 1),
+        | "last_day" | "lcase" | "length" | "ln" | "log10" | "log2" | "lower" | "ltrim" | "microsecond" | "minute"
+        | "month" | "octet_length" | "quarter" | "reverse" | "rtrim" | "second" | "sign" | "space" | "sqrt"
+        | "to_days" | "trim" | "ucase" | "upper" | "weekday" | "year" => (1, 1),
         "log" | "round" => (1, 2),
         "datediff" | "date_format" | "ifnull" | "instr" | "left" | "right" | "mod" | "nullif" | "pow" | "power"
         | "repeat" | "position" | "truncate" => (2, 2),
@@ -109,7 +109,7 @@ pub fn arity(name: &str) -> Option<(usize, usize)> {
         "coalesce" | "concat" => (1, MANY),
         "concat_ws" | "greatest" | "least" | "field" => (2, MANY),
         crate::failpoint::FUNCTION if crate::failpoint::enabled() => (1, 1),
-        _ => return None,
+        _ => return crate::builtins::arity(name),
     })
 }
 
@@ -576,11 +576,10 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
         }
         "isnull" => Value::Int(args.first().is_none_or(|v| v.is_null()) as i64),
         crate::failpoint::FUNCTION if crate::failpoint::enabled() => crate::failpoint::trigger(&args)?,
-        "md5" => {
-            nullable!();
-            return Err(Error::unsupported("MD5"));
-        }
-        _ => return Err(Error::user(Code::FunctionNotExists, format!("FUNCTION {name} does not exist"))),
+        _ => match crate::builtins::call(name, &args) {
+            Some(r) => r?,
+            None => return Err(Error::user(Code::FunctionNotExists, format!("FUNCTION {name} does not exist"))),
+        },
     })
 }
 

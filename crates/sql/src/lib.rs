@@ -2,10 +2,12 @@
 //! a `txn::Transaction`, DDL on the catalog, and the session that ties them together.
 
 pub mod binder;
+pub mod builtins;
 pub mod catalog;
 pub mod context;
 pub mod ddl;
 pub mod depth;
+pub mod dialect;
 pub mod dml;
 pub mod exec;
 pub mod expr;
@@ -13,6 +15,7 @@ pub mod failpoint;
 pub mod functions;
 pub mod grants;
 pub mod interrupt;
+pub mod keyconv;
 pub mod plan;
 pub mod process;
 pub mod result;

@@ -15,6 +15,8 @@ use futures_util::FutureExt;
 use parking_lot::Mutex;
 use sqlparser::ast::{self, VisitMut};
 use sqlparser::dialect::MySqlDialect;
+
+use crate::dialect::StrataDialect;
 use sqlparser::parser::Parser;
 use strata_common::time::DateTime;
 use strata_common::{Code, Error, Result, Timestamp, Value};
@@ -227,18 +229,18 @@ pub struct Session {
 type Touch = (u32, &'static str, String, Option<String>);
 
 /// Parses `sql`, refusing statements nested too deeply to walk safely (see `depth`).
-fn parse(sql: &str) -> Result<Vec<ast::Statement>> {
-    let mut stmts = parse_unchecked(sql)?;
+fn parse(sql: &str, dialect: &StrataDialect) -> Result<Vec<ast::Statement>> {
+    let mut stmts = parse_unchecked(sql, dialect)?;
     crate::depth::check_statements(&mut stmts)?;
     Ok(stmts)
 }
 
-fn parse_unchecked(sql: &str) -> Result<Vec<ast::Statement>> {
-    let parsed = Parser::parse_sql(&MySqlDialect {}, sql);
+fn parse_unchecked(sql: &str, dialect: &StrataDialect) -> Result<Vec<ast::Statement>> {
+    let parsed = Parser::parse_sql(dialect, sql);
     if parsed.is_err() {
         // sqlparser does not take MySQL's `UPDATE t1, t2 SET ...`; the comma there is an
         // inner join, so retry with CROSS JOIN before reporting the original error.
-        if let Some(Ok(stmts)) = update_commas_as_joins(sql).map(|s| Parser::parse_sql(&MySqlDialect {}, &s)) {
+        if let Some(Ok(stmts)) = update_commas_as_joins(sql).map(|s| Parser::parse_sql(dialect, &s)) {
             return Ok(stmts);
         }
     }
@@ -693,7 +695,7 @@ impl Session {
         if let Some(r) = self.special(sql).await {
             return vec![r];
         }
-        let stmts = match parse(sql) {
+        let stmts = match parse(sql, &self.dialect()) {
             Ok(s) => s,
             Err(e) => return vec![Err(e)],
         };
@@ -725,9 +727,14 @@ impl Session {
         Ok(scope.columns.iter().map(|c| Column::from_output(&c.meta, None)).collect())
     }
 
+    /// The SQL dialect under the session's `sql_mode`.
+    fn dialect(&self) -> StrataDialect {
+        StrataDialect::for_sql_mode(&self.vars.get("sql_mode").map(value_text).unwrap_or_default())
+    }
+
     /// Prepares a statement; returns its id.
     pub async fn prepare(&mut self, sql: &str) -> Result<(u32, usize, Vec<Column>)> {
-        let mut stmts = parse(sql)?;
+        let mut stmts = parse(sql, &self.dialect())?;
         if stmts.len() != 1 {
             return Err(Error::user(Code::Parse, "You can only prepare one statement at a time"));
         }
