@@ -85,9 +85,7 @@ pub fn call(name: &str, args: &[Value]) -> Option<Result<Value>> {
         "is_ipv4" | "is_ipv6" if any_null => return Some(Ok(Value::Int(0))),
         _ => {}
     }
-    if arity(name).is_none() {
-        return None;
-    }
+    arity(name)?;
     if any_null {
         return Some(Ok(Value::Null));
     }
@@ -376,10 +374,7 @@ fn conv(n: &str, from: i64, to: i64) -> Option<String> {
     let mut v: u64 = 0;
     for c in digits.chars() {
         let Some(d) = c.to_digit(fb as u32) else { break };
-        v = match v.checked_mul(fb).and_then(|x| x.checked_add(d as u64)) {
-            Some(x) => x,
-            None => u64::MAX,
-        };
+        v = v.checked_mul(fb).and_then(|x| x.checked_add(d as u64)).unwrap_or(u64::MAX);
     }
     let v = if neg { (v as i64).wrapping_neg() as u64 } else { v };
     let (neg_out, mut mag) = if to < 0 && (v as i64) < 0 { (true, (v as i64).unsigned_abs()) } else { (false, v) };
