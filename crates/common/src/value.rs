@@ -167,6 +167,14 @@ impl Value {
                 Some(a) => a.cmp(b),
                 None => return self.as_f64()?.partial_cmp(&other.as_f64()?),
             },
+            // A number against a date compares as a date when it reads as one (20200101),
+            // as MySQL converts the constant of a temporal comparison.
+            (Date(a) | DateTime(a), Int(_) | UInt(_) | Decimal(_)) if number_as_datetime(other).is_some() => {
+                a.cmp(&number_as_datetime(other)?)
+            }
+            (Int(_) | UInt(_) | Decimal(_), Date(b) | DateTime(b)) if number_as_datetime(self).is_some() => {
+                number_as_datetime(self)?.cmp(b)
+            }
             (Double(_), _) | (_, Double(_)) | (Bytes(_), _) | (_, Bytes(_)) => {
                 return self.as_f64()?.partial_cmp(&other.as_f64()?);
             }
@@ -190,6 +198,20 @@ impl PartialEq for Value {
     fn eq(&self, other: &Value) -> bool {
         self.sort_cmp(other) == Ordering::Equal
     }
+}
+
+/// An integral number read as a date (YYYYMMDD) or date-time (YYYYMMDDhhmmss).
+fn number_as_datetime(v: &Value) -> Option<DateTime> {
+    let n = match v {
+        Value::Int(i) => *i,
+        Value::UInt(u) => i64::try_from(*u).ok()?,
+        Value::Decimal(d) if d.fract().is_zero() => d.to_i64()?,
+        _ => return None,
+    };
+    if n <= 0 {
+        return None;
+    }
+    DateTime::parse(&n.to_string())
 }
 
 /// Formats a double the way MySQL prints it: shortest round-trip digits, exponent for very

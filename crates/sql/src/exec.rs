@@ -669,8 +669,17 @@ fn range_bounds(
 ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
     let mut start = prefix.clone();
     let mut end = prefix_end(&prefix);
-    if let (Some((e, incl)), Some(ty)) = (&range.lower, next_col) {
-        match key_conv(ty, &ctx.eval_const(e)?, Side::Lower) {
+    let lower = range.lower.as_ref().map(|(e, incl)| ctx.eval_const(e).map(|v| (v, *incl))).transpose()?;
+    let upper = range.upper.as_ref().map(|(e, incl)| ctx.eval_const(e).map(|v| (v, *incl))).transpose()?;
+    // A string key bounded by a string and a number (BETWEEN 1 AND 'x') compares as doubles
+    // throughout: neither bound follows the key's order.
+    if next_col.is_some_and(|t| t.is_string())
+        && [&lower, &upper].iter().any(|b| b.as_ref().is_some_and(|(v, _)| !matches!(v, Value::Bytes(_) | Value::Null)))
+    {
+        return Ok(Some((start, end)));
+    }
+    if let (Some((v, incl)), Some(ty)) = (&lower, next_col) {
+        match key_conv(ty, v, Side::Lower) {
             KeyConv::Empty => return Ok(None),
             KeyConv::Unbounded | KeyConv::Unusable => {}
             KeyConv::At(v, exact) => {
@@ -680,8 +689,8 @@ fn range_bounds(
             }
         }
     }
-    if let (Some((e, incl)), Some(ty)) = (&range.upper, next_col) {
-        match key_conv(ty, &ctx.eval_const(e)?, Side::Upper) {
+    if let (Some((v, incl)), Some(ty)) = (&upper, next_col) {
+        match key_conv(ty, v, Side::Upper) {
             KeyConv::Empty => return Ok(None),
             KeyConv::Unbounded | KeyConv::Unusable => {}
             KeyConv::At(v, exact) => {

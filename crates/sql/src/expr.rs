@@ -476,9 +476,9 @@ impl Expr {
                 in_result(found, saw_null, *negated)
             }
             Expr::Between(a, lo, hi, negated) => {
-                let v = a.eval(row, ctx)?;
-                let ge = compare_values(&v, &lo.eval(row, ctx)?).map(|o| o != Ordering::Less);
-                let le = compare_values(&v, &hi.eval(row, ctx)?).map(|o| o != Ordering::Greater);
+                let (v, l, h) = between_operands(a.eval(row, ctx)?, lo.eval(row, ctx)?, hi.eval(row, ctx)?);
+                let ge = compare_values(&v, &l).map(|o| o != Ordering::Less);
+                let le = compare_values(&v, &h).map(|o| o != Ordering::Greater);
                 match (ge, le) {
                     (Some(a), Some(b)) => bool_value((a && b) != *negated),
                     (Some(false), None) | (None, Some(false)) => bool_value(*negated),
@@ -595,6 +595,18 @@ fn logic_value(b: Option<bool>) -> Value {
 /// 1 or 0.
 pub fn bool_value(b: bool) -> Value {
     Value::Int(b as i64)
+}
+
+/// BETWEEN compares its three operands under one comparison type (MySQL aggregates it
+/// over all three): a string tested against one string and one number bound compares as
+/// doubles throughout, not as a string against the string bound.
+fn between_operands(v: Value, lo: Value, hi: Value) -> (Value, Value, Value) {
+    let is_str = |x: &Value| matches!(x, Value::Bytes(_));
+    if is_str(&v) && (is_str(&lo) != is_str(&hi)) && (lo.is_numeric() || hi.is_numeric()) {
+        let d = |x: Value| x.as_f64().map(Value::Double).unwrap_or(Value::Null);
+        return (d(v), d(lo), d(hi));
+    }
+    (v, lo, hi)
 }
 
 /// Compares two values the SQL way (None if either is NULL).
