@@ -100,6 +100,7 @@ codes! {
     DivisionByZero = 1365, "22012";
     TruncatedWrongValueForField = 1366, "HY000";
     DataTooLong = 1406, "22001";
+    InvalidUseOfNull = 1138, "22004";
     WrongParamcountToNativeFct = 1582, "42000";
     MalformedPacket = 1835, "HY000";
     WrongColumnName = 1166, "42000";

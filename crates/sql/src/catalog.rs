@@ -182,6 +182,13 @@ fn delete_key(prefix: &[u8]) -> Vec<u8> {
     meta_key(&["delrange", &hex])
 }
 
+/// The record of a table being built by a table rebuild (`building/{hex prefix}`): if the
+/// rebuild never finishes, its rows are deleted at the next start.
+fn building_key(prefix: &[u8]) -> Vec<u8> {
+    let hex: String = prefix.iter().map(|b| format!("{b:02x}")).collect();
+    meta_key(&["building", &hex])
+}
+
 fn schedule_deletes(txn: &mut Transaction, prefixes: &[Vec<u8>]) {
     for p in prefixes {
         txn.put(delete_key(p), p.clone());
@@ -329,6 +336,54 @@ impl Catalog {
         let txn = self.begin().await?;
         let prefix = meta_key(&["delrange", ""]);
         Ok(txn.scan(&prefix, &prefix_end(&prefix), usize::MAX).await?.into_iter().map(|(_, v)| v).collect())
+    }
+
+    /// Records that rows are being written under `prefix` for a table not yet published.
+    pub async fn start_building(&self, prefix: &[u8]) -> Result<()> {
+        let mut txn = self.begin().await?;
+        txn.put(building_key(prefix), prefix.to_vec());
+        txn.commit().await.map(drop)
+    }
+
+    /// Gives up a build: its rows are scheduled for deletion.
+    pub async fn abandon_building(&self, prefix: &[u8]) -> Result<()> {
+        let mut txn = self.begin().await?;
+        txn.delete(building_key(prefix));
+        schedule_deletes(&mut txn, &[prefix.to_vec()]);
+        txn.commit().await.map(drop)
+    }
+
+    /// Builds a crash interrupted: each is abandoned (see `abandon_building`).
+    pub async fn abandon_unfinished_builds(&self) -> Result<usize> {
+        let txn = self.begin().await?;
+        let prefix = meta_key(&["building", ""]);
+        let found: Vec<Vec<u8>> =
+            txn.scan(&prefix, &prefix_end(&prefix), usize::MAX).await?.into_iter().map(|(_, v)| v).collect();
+        for p in &found {
+            self.abandon_building(p).await?;
+        }
+        Ok(found.len())
+    }
+
+    /// Publishes a rebuilt table under its name, in one transaction: the new definition
+    /// (built under `built`, a new table id) replaces the old one, whose rows (`old_rows`)
+    /// are scheduled for deletion.
+    pub async fn replace_table(&self, table: TableInfo, built: &[u8], old_rows: Vec<u8>) -> Result<()> {
+        let mut txn = self.begin().await?;
+        txn.put(meta_key(&["tbl", &lower(&table.db), &lower(&table.name)]), json(&table)?);
+        txn.delete(building_key(built));
+        schedule_deletes(&mut txn, &[old_rows]);
+        txn.commit().await?;
+        let id = table.id;
+        {
+            let mut dbs = self.dbs.write();
+            let db = dbs
+                .get_mut(&lower(&table.db))
+                .ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{}'", table.db)))?;
+            db.tables.insert(lower(&table.name), Arc::new(table));
+        }
+        self.mark_changed(id);
+        Ok(())
     }
 
     /// Marks the range under `prefix` deleted.

@@ -171,7 +171,11 @@ fn build_column(
             other => return Err(Error::unsupported(format!("column option {other}"))),
         }
     }
-    if explicit_null && !col.nullable {
+    // An AUTO_INCREMENT column is NOT NULL (a NULL inserted there takes the next value).
+    if col.auto_increment {
+        col.nullable = false;
+    }
+    if explicit_null && !col.nullable && !col.auto_increment {
         return Err(Error::user(
             Code::Parse,
             format!("conflicting NULL/NOT NULL declarations for column '{}'", col.name),
@@ -229,8 +233,22 @@ impl Engine {
             }
             return Err(Error::user(Code::TableExists, format!("Table '{name}' already exists")));
         }
-        if ct.query.is_some() || ct.like.is_some() {
-            return Err(Error::unsupported("CREATE TABLE ... SELECT / LIKE"));
+        if let Some(like) = &ct.like {
+            let (ast::CreateTableLikeKind::Plain(l) | ast::CreateTableLikeKind::Parenthesized(l)) = like;
+            let (sdb, sname) = split_name(&l.name)?;
+            let sdb = self.db_or_current(sdb, current_db)?;
+            let src = self.catalog.table(&sdb, &sname)?;
+            // The definition (columns, keys, indexes) without rows or AUTO_INCREMENT state.
+            let mut info = (*src).clone();
+            info.indexes.retain(|i| i.is_public());
+            info.id = self.catalog.new_id().await?;
+            info.db = db;
+            info.name = name;
+            self.catalog.put_table(info).await?;
+            return Ok(QueryResult::ok(0));
+        }
+        if ct.query.is_some() {
+            return Err(Error::unsupported("CREATE TABLE ... SELECT"));
         }
         if ct.columns.is_empty() {
             return Err(Error::user(Code::TableMustHaveColumns, "A table must have at least 1 column"));
@@ -359,7 +377,7 @@ impl Engine {
     /// backfill never finished) is removed and its entries scheduled for deletion. Runs
     /// before the server accepts connections.
     pub async fn recover_ddl(&self) -> Result<usize> {
-        let mut rolled_back = 0;
+        let mut rolled_back = self.catalog.abandon_unfinished_builds().await?;
         for db in self.catalog.databases() {
             for t in self.catalog.tables(&db).unwrap_or_default() {
                 let unfinished: Vec<IndexInfo> = t.indexes.iter().filter(|i| !i.is_public()).cloned().collect();
@@ -594,13 +612,135 @@ impl Engine {
     }
 
     /// ALTER TABLE.
-    pub async fn alter_table(&self, at: &ast::AlterTable, current_db: &Option<String>) -> Result<QueryResult> {
+    pub async fn alter_table(
+        &self,
+        at: &ast::AlterTable,
+        current_db: &Option<String>,
+        conn: (u32, bool),
+        lock_timeout: std::time::Duration,
+    ) -> Result<QueryResult> {
         let _g = self.catalog.ddl_lock().await;
         let (db, t) = split_name(&at.name)?;
         let db = self.db_or_current(db, current_db)?;
         for op in &at.operations {
             let table = self.catalog.table(&db, &t)?;
             match op {
+                ast::AlterTableOperation::AddColumn { column_def, if_not_exists, column_position, .. }
+                    if column_position.is_some()
+                        || column_def.options.iter().any(|o| {
+                            matches!(
+                                o.option,
+                                ast::ColumnOption::PrimaryKey(_)
+                                    | ast::ColumnOption::Unique(_)
+                                    | ast::ColumnOption::DialectSpecific(_)
+                            )
+                        }) =>
+                {
+                    if table.column_index(&column_def.name.value).is_some() {
+                        if *if_not_exists {
+                            continue;
+                        }
+                        return Err(Error::user(
+                            Code::DupFieldName,
+                            format!("Duplicate column name '{}'", column_def.name.value),
+                        ));
+                    }
+                    let (nt, from) =
+                        with_column(&table, None, column_def, column_position.as_ref(), table.next_column_id)?;
+                    self.rebuild_table(conn, lock_timeout, table, nt, from).await?;
+                }
+                ast::AlterTableOperation::ModifyColumn { col_name, data_type, options, column_position } => {
+                    let def = column_def(col_name, data_type, options);
+                    let at = column_at(&table, &col_name.value)?;
+                    let (nt, from) =
+                        with_column(&table, Some(at), &def, column_position.as_ref(), table.columns[at].id)?;
+                    self.rebuild_table(conn, lock_timeout, table, nt, from).await?;
+                }
+                ast::AlterTableOperation::ChangeColumn { old_name, new_name, data_type, options, column_position } => {
+                    let def = column_def(new_name, data_type, options);
+                    let at = column_at(&table, &old_name.value)?;
+                    if !new_name.value.eq_ignore_ascii_case(&old_name.value)
+                        && table.column_index(&new_name.value).is_some()
+                    {
+                        return Err(Error::user(
+                            Code::DupFieldName,
+                            format!("Duplicate column name '{}'", new_name.value),
+                        ));
+                    }
+                    let (nt, from) =
+                        with_column(&table, Some(at), &def, column_position.as_ref(), table.columns[at].id)?;
+                    self.rebuild_table(conn, lock_timeout, table, nt, from).await?;
+                }
+                ast::AlterTableOperation::RenameColumn { old_column_name, new_column_name } => {
+                    let at = column_at(&table, &old_column_name.value)?;
+                    if !new_column_name.value.eq_ignore_ascii_case(&old_column_name.value)
+                        && table.column_index(&new_column_name.value).is_some()
+                    {
+                        return Err(Error::user(
+                            Code::DupFieldName,
+                            format!("Duplicate column name '{}'", new_column_name.value),
+                        ));
+                    }
+                    let mut nt = (*table).clone();
+                    nt.columns[at].name = new_column_name.value.clone();
+                    self.catalog.put_table(nt).await?;
+                }
+                ast::AlterTableOperation::AlterColumn { column_name, op } => {
+                    let at = column_at(&table, &column_name.value)?;
+                    let mut nt = (*table).clone();
+                    match op {
+                        ast::AlterColumnOperation::SetDefault { value } => {
+                            let mut col = nt.columns[at].clone();
+                            col.default = Some(default_of(value)?);
+                            if let Some(DefaultValue::Text(t)) = &col.default {
+                                let v = col.ty.coerce(Value::str(t.clone()), &col.name).map_err(|_| {
+                                    Error::user(
+                                        Code::InvalidDefault,
+                                        format!("Invalid default value for '{}'", col.name),
+                                    )
+                                })?;
+                                col.default = Some(DefaultValue::Text(v.to_display()));
+                            }
+                            nt.columns[at] = col;
+                        }
+                        ast::AlterColumnOperation::DropDefault => nt.columns[at].default = None,
+                        other => return Err(Error::unsupported(format!("ALTER COLUMN {other}"))),
+                    }
+                    self.catalog.put_table(nt).await?;
+                }
+                ast::AlterTableOperation::AddConstraint { constraint: ast::TableConstraint::PrimaryKey(p), .. } => {
+                    if table.pk.is_some() {
+                        return Err(Error::user(Code::MultiplePriKey, "Multiple primary key defined"));
+                    }
+                    let cols = index_columns(&table.columns, &p.columns, &t)?;
+                    let mut nt = (*table).clone();
+                    for &c in &cols {
+                        nt.columns[c].nullable = false;
+                    }
+                    nt.pk = Some(cols);
+                    let from = (0..table.columns.len()).map(Some).collect();
+                    self.rebuild_table(conn, lock_timeout, table, nt, from).await?;
+                }
+                ast::AlterTableOperation::DropPrimaryKey { .. } => {
+                    if table.pk.is_none() {
+                        return Err(Error::user(
+                            Code::CantDropFieldOrKey,
+                            "Can't DROP 'PRIMARY'; check that column/key exists",
+                        ));
+                    }
+                    let mut nt = (*table).clone();
+                    nt.pk = None;
+                    if let Some(a) = nt.auto_increment_column() {
+                        if !nt.indexes.iter().any(|i| i.columns.first() == Some(&a)) {
+                            return Err(Error::user(
+                                Code::WrongAutoKey,
+                                "Incorrect table definition; there can be only one auto column and it must be defined as a key",
+                            ));
+                        }
+                    }
+                    let from = (0..table.columns.len()).map(Some).collect();
+                    self.rebuild_table(conn, lock_timeout, table, nt, from).await?;
+                }
                 ast::AlterTableOperation::AddColumn { column_def, if_not_exists, .. } => {
                     if table.column_index(&column_def.name.value).is_some() {
                         if *if_not_exists {
@@ -748,6 +888,97 @@ impl Engine {
         self.wake_cleanup();
         Ok(QueryResult::ok(n as u64))
     }
+}
+
+/// A column definition from the parts of MODIFY / CHANGE COLUMN.
+fn column_def(name: &ast::Ident, data_type: &ast::DataType, options: &[ast::ColumnOption]) -> ast::ColumnDef {
+    ast::ColumnDef {
+        name: name.clone(),
+        data_type: data_type.clone(),
+        options: options.iter().map(|o| ast::ColumnOptionDef { name: None, option: o.clone() }).collect(),
+    }
+}
+
+/// The offset of a column (1054 if there is none).
+fn column_at(table: &TableInfo, name: &str) -> Result<usize> {
+    table
+        .column_index(name)
+        .ok_or_else(|| Error::user(Code::BadField, format!("Unknown column '{name}' in '{}'", table.name)))
+}
+
+/// `table` with column `replace` redefined (or a new column added) as `def`, placed at
+/// `pos`; and for each column of the result, the column of `table` that feeds it.
+fn with_column(
+    table: &TableInfo,
+    replace: Option<usize>,
+    def: &ast::ColumnDef,
+    pos: Option<&ast::MySQLColumnPosition>,
+    id: u32,
+) -> Result<(TableInfo, Vec<Option<usize>>)> {
+    let mut pk_names = Vec::new();
+    let mut uniques = Vec::new();
+    let mut col = build_column(def, id, &mut pk_names, &mut uniques)?;
+    if replace.is_none() && !col.nullable && col.default.is_none() && !col.auto_increment {
+        // Existing rows get the type's zero value, as MySQL fills them.
+        col.default = Some(DefaultValue::Text(zero_text(&col.ty)));
+    }
+    let mut nt = table.clone();
+    let at = match replace {
+        Some(i) => {
+            nt.columns[i] = col;
+            i
+        }
+        None => {
+            nt.columns.push(col);
+            nt.next_column_id += 1;
+            nt.columns.len() - 1
+        }
+    };
+    // Keys on the column keep it NOT NULL.
+    if nt.pk.as_ref().is_some_and(|p| p.contains(&at)) {
+        nt.columns[at].nullable = false;
+    }
+    let mut from: Vec<Option<usize>> = (0..table.columns.len()).map(Some).collect();
+    if replace.is_none() {
+        from.push(None);
+    }
+    if pos.is_some() {
+        let mut others = nt.columns.clone();
+        others.remove(at);
+        let to = crate::alter::position_of(&others, pos, at, &table.name)?;
+        let order = crate::alter::move_column(&mut nt, at, to);
+        from = order.into_iter().map(|o| o.and_then(|o| from[o])).collect();
+    }
+    let at = nt.column_index(&def.name.value).unwrap_or(at);
+    if !pk_names.is_empty() {
+        if nt.pk.is_some() {
+            return Err(Error::user(Code::MultiplePriKey, "Multiple primary key defined"));
+        }
+        nt.columns[at].nullable = false;
+        nt.pk = Some(vec![at]);
+    }
+    if !uniques.is_empty() {
+        let iname = name_of_index(&None, &[at], &nt.columns, &nt.indexes);
+        nt.indexes.push(IndexInfo {
+            id: nt.next_index_id,
+            name: iname,
+            columns: vec![at],
+            unique: true,
+            state: IndexState::Public,
+        });
+        nt.next_index_id += 1;
+    }
+    if let Some(a) = nt.auto_increment_column() {
+        let keyed = nt.pk.as_ref().is_some_and(|p| p.first() == Some(&a))
+            || nt.indexes.iter().any(|i| i.columns.first() == Some(&a));
+        if !keyed || nt.columns.iter().filter(|c| c.auto_increment).count() > 1 {
+            return Err(Error::user(
+                Code::WrongAutoKey,
+                "Incorrect table definition; there can be only one auto column and it must be defined as a key",
+            ));
+        }
+    }
+    Ok((nt, from))
 }
 
 fn zero_text(ty: &ColumnType) -> String {

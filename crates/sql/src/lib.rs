@@ -1,6 +1,7 @@
 //! The SQL layer: parsing (sqlparser, MySQL dialect), binding and planning, execution over
 //! a `txn::Transaction`, DDL on the catalog, and the session that ties them together.
 
+pub mod alter;
 pub mod binder;
 pub mod builtins;
 pub mod catalog;

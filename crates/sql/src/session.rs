@@ -53,7 +53,7 @@ pub struct Engine {
     /// Accounts and their privileges.
     pub users: crate::users::Users,
     /// LOCK TABLES / FLUSH TABLES WITH READ LOCK.
-    table_locks: Arc<crate::table_locks::TableLocks>,
+    pub(crate) table_locks: Arc<crate::table_locks::TableLocks>,
     /// Wakes the background deletion of dropped data.
     cleanup: Arc<tokio::sync::Notify>,
 }
@@ -1533,7 +1533,8 @@ impl Session {
             }
             S::AlterTable(at) => {
                 self.commit().await?;
-                self.engine.alter_table(at, &self.db).await
+                let own_fast = matches!(_tables, Some(crate::table_locks::Entry::Fast(_)));
+                self.engine.alter_table(at, &self.db, (self.conn_id, own_fast), self.lock_wait_timeout()).await
             }
             S::Drop { object_type, if_exists, names, table, .. } => {
                 self.commit().await?;
@@ -1868,7 +1869,7 @@ fn truncate_sql(s: &str) -> String {
 }
 
 /// The statement's NOW(): wall-clock time for SQL functions (not for MVCC ordering).
-fn now() -> DateTime {
+pub(crate) fn now() -> DateTime {
     let us =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
     let epoch = DateTime::from_ymd(1970, 1, 1).to_micros();

@@ -154,6 +154,19 @@ impl TableLocks {
     /// LOCK TABLES: replaces `conn`'s table locks with `tables` once no other session
     /// holds or uses them in a conflicting way.
     pub async fn lock_tables(&self, conn: u32, tables: Vec<(TableKey, Mode)>, timeout: Duration) -> Result<()> {
+        self.lock_tables_within(conn, tables, timeout, false).await
+    }
+
+    /// `lock_tables` from inside a running statement of `conn` (a table rebuild locking its
+    /// table): `own_fast` says whether that statement entered on the fast path, so the
+    /// wait for fast-path statements to drain does not wait for it.
+    pub async fn lock_tables_within(
+        &self,
+        conn: u32,
+        tables: Vec<(TableKey, Mode)>,
+        timeout: Duration,
+        own_fast: bool,
+    ) -> Result<()> {
         if self.state.lock().global_read.contains(&conn) && tables.iter().any(|(_, m)| *m == Mode::Write) {
             return Err(conflicting_read_lock());
         }
@@ -165,7 +178,7 @@ impl TableLocks {
                 *e = Mode::Write;
             }
         }
-        self.acquire(timeout, |st| {
+        self.acquire(timeout, own_fast as usize, |st| {
             let blocked = want.iter().any(|(t, m)| {
                 let h = st.tables.get(t);
                 let held = h.is_some_and(|h| {
@@ -201,7 +214,7 @@ impl TableLocks {
         if self.state.lock().global_read.contains(&conn) {
             return Ok(());
         }
-        self.acquire(timeout, |st| {
+        self.acquire(timeout, 0, |st| {
             let writer = st.tables.values().any(|h| h.writer.is_some_and(|w| w != conn));
             let writing = st.using.iter().any(|(&c, ts)| c != conn && ts.iter().any(|(_, w)| *w));
             if writer || writing {
@@ -216,9 +229,9 @@ impl TableLocks {
     /// Takes a lock set (LOCK TABLES or the global read lock): counts it in `active` at
     /// once, so new statements take the slow path, then waits for fast-path statements to
     /// drain and for `try_take` to succeed; gives the count back if it never does.
-    async fn acquire(&self, timeout: Duration, mut try_take: impl FnMut(&mut State) -> bool) -> Result<()> {
+    async fn acquire(&self, timeout: Duration, own: usize, mut try_take: impl FnMut(&mut State) -> bool) -> Result<()> {
         self.active.fetch_add(1, SeqCst);
-        let r = self.wait_until(timeout, |st| self.fast.load(SeqCst) == 0 && try_take(st)).await;
+        let r = self.wait_until(timeout, |st| self.fast.load(SeqCst) <= own && try_take(st)).await;
         if r.is_err() {
             self.active.fetch_sub(1, SeqCst);
             self.changed.notify_waiters();
