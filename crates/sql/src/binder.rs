@@ -530,22 +530,20 @@ impl<'a> Binder<'a> {
                     ast::JoinConstraint::On(e) => Some(e.clone()),
                     ast::JoinConstraint::None => None,
                     ast::JoinConstraint::Using(cols) => {
-                        let left_scope =
-                            Scope { columns: items.iter().flat_map(|i| i.0.scope.columns.clone()).collect() };
-                        let mut parts = Vec::new();
-                        for c in cols {
-                            let (_, n) = split_name(c)?;
-                            let l = left_scope
-                                .columns
-                                .iter()
-                                .find(|x| x.name == lower(&n))
-                                .ok_or_else(|| unknown_column(&n, "from clause"))?;
-                            parts.push(format!("`{}`.`{}` = `{}`.`{}`", l.table, n, rel.alias(), n));
-                        }
-                        let text = parts.join(" AND ");
-                        Some(parse_expr(&text)?)
+                        let names = cols.iter().map(|c| split_name(c).map(|(_, n)| n)).collect::<Result<Vec<_>>>()?;
+                        using_condition(&items, &rel, &names)?
                     }
-                    ast::JoinConstraint::Natural => return Err(Error::unsupported("NATURAL JOIN")),
+                    ast::JoinConstraint::Natural => {
+                        // The columns both sides have, in the right side's order.
+                        let names: Vec<String> = rel
+                            .scope
+                            .columns
+                            .iter()
+                            .filter(|c| items.iter().any(|i| i.0.scope.columns.iter().any(|l| l.name == c.name)))
+                            .map(|c| c.name.clone())
+                            .collect();
+                        using_condition(&items, &rel, &names)?
+                    }
                 };
                 items.push((rel, kind, on));
             }
@@ -1692,11 +1690,35 @@ impl Binder<'_> {
     }
 }
 
-/// Parses one expression (used for USING rewrites).
-pub fn parse_expr(text: &str) -> Result<ast::Expr> {
-    let dialect = sqlparser::dialect::MySqlDialect {};
-    let mut p = sqlparser::parser::Parser::new(&dialect).try_with_sql(text).map_err(|e| Error::parse(e.to_string()))?;
-    p.parse_expr().map_err(|e| Error::parse(e.to_string()))
+/// `left.c = right.c AND ...` for the USING / NATURAL columns `names` (None when there are
+/// none: a NATURAL JOIN without common columns is a cross join). Built as syntax, not text.
+fn using_condition(
+    items: &[(Relation, JoinKind, Option<ast::Expr>)],
+    rel: &Relation,
+    names: &[String],
+) -> Result<Option<ast::Expr>> {
+    let mut cond: Option<ast::Expr> = None;
+    for n in names {
+        let l = items
+            .iter()
+            .flat_map(|i| i.0.scope.columns.iter())
+            .find(|x| x.name == lower(n))
+            .ok_or_else(|| unknown_column(n, "from clause"))?;
+        if !rel.scope.columns.iter().any(|x| x.name == lower(n)) {
+            return Err(unknown_column(n, "from clause"));
+        }
+        let col = |t: &str| ast::Expr::CompoundIdentifier(vec![ast::Ident::new(t), ast::Ident::new(n.clone())]);
+        let eq = ast::Expr::BinaryOp {
+            left: Box::new(col(&l.table)),
+            op: ast::BinaryOperator::Eq,
+            right: Box::new(col(&rel.alias())),
+        };
+        cond = Some(match cond {
+            None => eq,
+            Some(c) => ast::Expr::BinaryOp { left: Box::new(c), op: ast::BinaryOperator::And, right: Box::new(eq) },
+        });
+    }
+    Ok(cond)
 }
 
 fn cast_type(dt: &ast::DataType) -> Result<CastType> {

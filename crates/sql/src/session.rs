@@ -529,18 +529,77 @@ impl Session {
         if names.trim().is_empty() {
             return Err(Error::parse("ADMIN CHECK TABLE needs a table name"));
         }
-        for name in names.split(',') {
-            let parts: Vec<String> = name.split('.').map(|p| p.trim().trim_matches('`').to_string()).collect();
-            let (db, t) = match parts.as_slice() {
-                [t] => (self.db.clone().ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?, t.clone()),
-                [d, t] => (d.clone(), t.clone()),
-                _ => return Err(Error::parse(format!("bad table name '{name}'"))),
-            };
+        for (db, t) in self.table_list(&names)? {
             self.may_see_table(&db, &t, "SELECT")?;
             let table = self.engine.catalog.table(&db, &t)?;
             self.engine.check_table(&table).await?;
         }
         Ok(QueryResult::ok(0))
+    }
+
+    /// `db.t, t2, ...` as (database, table) pairs; the current database where none is named.
+    fn table_list(&self, names: &str) -> Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        for name in names.split(',') {
+            let parts: Vec<String> = name.split('.').map(|p| p.trim().trim_matches('`').to_string()).collect();
+            out.push(match parts.as_slice() {
+                [t] => (self.db.clone().ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?, t.clone()),
+                [d, t] => (d.clone(), t.clone()),
+                _ => return Err(Error::parse(format!("bad table name '{name}'"))),
+            });
+        }
+        Ok(out)
+    }
+
+    /// CHECK TABLE / CHECKSUM TABLE `t, ...` [options]: one result row per table, as MySQL
+    /// reports them (a missing table is a row, not an error).
+    async fn check_or_checksum(&mut self, text: &str, checksum: bool) -> Result<QueryResult> {
+        const OPTIONS: &[&str] = &["quick", "fast", "medium", "extended", "changed", "for", "upgrade"];
+        let rest = text.trim().trim_end_matches(';').splitn(3, char::is_whitespace).nth(2).unwrap_or("").trim();
+        let mut words: Vec<&str> = rest.split_whitespace().collect();
+        while words.last().is_some_and(|w| OPTIONS.contains(&w.to_ascii_lowercase().as_str())) {
+            words.pop();
+        }
+        let names = words.join(" ");
+        if names.is_empty() {
+            return Err(Error::parse("You have an error in your SQL syntax: CHECK TABLE needs a table name"));
+        }
+        let mut rows = Vec::new();
+        for (db, t) in self.table_list(&names)? {
+            let shown = Value::str(format!("{db}.{t}"));
+            let found = self.may_see_table(&db, &t, "SELECT").and_then(|_| self.engine.catalog.table(&db, &t));
+            if checksum {
+                match found {
+                    Ok(table) => rows.push(vec![shown, Value::UInt(self.engine.checksum_table(&table).await?)]),
+                    Err(e) => {
+                        self.warnings.push(("Error", e.code(), e.to_string()));
+                        rows.push(vec![shown, Value::Null]);
+                    }
+                }
+                continue;
+            }
+            let op = Value::str("check");
+            match found {
+                Err(e) => {
+                    rows.push(vec![shown.clone(), op.clone(), Value::str("Error"), Value::str(e.to_string())]);
+                    rows.push(vec![shown, op, Value::str("status"), Value::str("Operation failed")]);
+                }
+                Ok(table) => match self.engine.check_table(&table).await {
+                    Ok(()) => rows.push(vec![shown, op, Value::str("status"), Value::str("OK")]),
+                    Err(e) if e.code() == Code::AdminCheckTable => {
+                        rows.push(vec![shown.clone(), op.clone(), Value::str("error"), Value::str(e.to_string())]);
+                        rows.push(vec![shown, op, Value::str("error"), Value::str("Corrupt")]);
+                    }
+                    Err(e) => return Err(e),
+                },
+            }
+        }
+        let columns = if checksum {
+            vec![Column::text("Table"), Column::int("Checksum")]
+        } else {
+            ["Table", "Op", "Msg_type", "Msg_text"].into_iter().map(Column::text).collect()
+        };
+        Ok(QueryResult::Rows { columns, rows })
     }
 
     /// Fails with 1142 unless the account holds some privilege on `db`.`table`.
@@ -1359,6 +1418,8 @@ impl Session {
                 }))
             }
             ["admin", "check", "table", ..] => Some(self.admin_check(t).await),
+            ["check", "table", ..] => Some(self.check_or_checksum(t, false).await),
+            ["checksum", "table", ..] => Some(self.check_or_checksum(t, true).await),
             // mysqldump brackets each table's rows with these; like InnoDB, there are no
             // non-unique index builds to defer, so they change nothing (the table must exist).
             ["alter", "table", name, "disable" | "enable", "keys"] => {

@@ -30,7 +30,7 @@ use std::ops::ControlFlow;
 
 use sqlparser::ast::{self, Visit, VisitMut};
 
-use super::{conjuncts_ast, contains_aggregate, expr_text, lower, parse_expr, Binder, Scope, ScopeColumn};
+use super::{conjuncts_ast, contains_aggregate, expr_text, lower, Binder, Scope, ScopeColumn};
 use crate::expr::{BinOp, Expr};
 use crate::plan::{Access, JoinKind, OutputColumn, Plan};
 
@@ -159,7 +159,7 @@ impl Binder<'_> {
                     if let Some((d, count)) = self.binder.try_decorrelate(q, self.scope, &name) {
                         self.binder.decorrelated += 1;
                         let text = if count { format!("COALESCE({name}, 0)") } else { name };
-                        if let Ok(new) = parse_expr(&text) {
+                        if let Ok(new) = parse_generated(&text) {
                             *e = new;
                             self.out.push(d);
                         }
@@ -409,4 +409,11 @@ fn keyed_by_outer(plan: &Plan, depth: usize) -> bool {
         | Plan::Truncate { input, .. } => keyed_by_outer(input, depth),
         Plan::Dual | Plan::Values(_) => false,
     }
+}
+
+/// Parses an expression this module generated (a hidden column name, possibly in
+/// COALESCE): it holds no user text, so nothing can be lost by printing and re-reading it.
+fn parse_generated(text: &str) -> Result<ast::Expr, sqlparser::parser::ParserError> {
+    let dialect = sqlparser::dialect::MySqlDialect {};
+    sqlparser::parser::Parser::new(&dialect).try_with_sql(text)?.parse_expr()
 }
