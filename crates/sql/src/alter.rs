@@ -165,7 +165,7 @@ fn convert(c: &ColumnInfo, v: Value, row_no: usize) -> Result<Value> {
         }
         return Ok(Value::Null);
     }
-    c.ty.coerce(v, &c.name).map_err(|e| {
+    c.coerce(v).map_err(|e| {
         let msg = e.to_string().replace("at row 1", &format!("at row {row_no}"));
         Error::user(e.code(), msg)
     })

@@ -47,6 +47,34 @@ pub struct ColumnInfo {
     pub auto_increment: bool,
     /// ON UPDATE CURRENT_TIMESTAMP.
     pub on_update_now: bool,
+    /// UNSIGNED on a DECIMAL, FLOAT or DOUBLE column (integer types carry it in `ty`):
+    /// negative values are out of range.
+    #[serde(default)]
+    pub unsigned: bool,
+}
+
+impl ColumnInfo {
+    /// Converts `v` for storage in this column (strict mode), as `ColumnType::coerce` does,
+    /// refusing negative values in an UNSIGNED DECIMAL/FLOAT/DOUBLE column (1264).
+    pub fn coerce(&self, v: Value) -> Result<Value> {
+        let c = self.ty.coerce(v, &self.name)?;
+        if self.unsigned && c.as_f64().is_some_and(|f| f < 0.0) {
+            return Err(Error::user(
+                Code::DataOutOfRange,
+                format!("Out of range value for column '{}' at row 1", self.name),
+            ));
+        }
+        Ok(c)
+    }
+
+    /// The column's type as SHOW CREATE TABLE prints it.
+    pub fn type_name(&self) -> String {
+        if self.unsigned {
+            format!("{} unsigned", self.ty.sql_name())
+        } else {
+            self.ty.sql_name()
+        }
+    }
 }
 
 /// An index (the primary key is described by `TableInfo::pk`, not here).
@@ -533,8 +561,8 @@ pub fn default_value(col: &ColumnInfo, now: &Value) -> Result<Value> {
     match &col.default {
         Some(DefaultValue::Null) | None if col.nullable => Ok(Value::Null),
         Some(DefaultValue::Null) => Ok(Value::Null),
-        Some(DefaultValue::Text(t)) => col.ty.coerce(Value::str(t.clone()), &col.name),
-        Some(DefaultValue::CurrentTimestamp) => col.ty.coerce(now.clone(), &col.name),
+        Some(DefaultValue::Text(t)) => col.coerce(Value::str(t.clone())),
+        Some(DefaultValue::CurrentTimestamp) => col.coerce(now.clone()),
         None => Err(Error::user(Code::NoDefaultForField, format!("Field '{}' doesn't have a default value", col.name))),
     }
 }

@@ -47,7 +47,7 @@ pub fn column_type(dt: &ast::DataType) -> Result<ColumnType> {
         D::IntUnsigned(_) | D::IntegerUnsigned(_) => int(4, true),
         D::BigInt(_) => int(8, false),
         D::BigIntUnsigned(_) => int(8, true),
-        D::Decimal(info) | D::Numeric(info) | D::Dec(info) => {
+        D::Decimal(info) | D::Numeric(info) | D::Dec(info) | D::DecimalUnsigned(info) | D::DecUnsigned(info) => {
             let (p, s) = match info {
                 ast::ExactNumberInfo::None => (10, 0),
                 ast::ExactNumberInfo::Precision(p) => (*p, 0),
@@ -64,8 +64,14 @@ pub fn column_type(dt: &ast::DataType) -> Result<ColumnType> {
             }
             ColumnType::Decimal { precision: p as u8, scale: s as u8 }
         }
-        D::Float(_) | D::Real | D::Float4 => ColumnType::Float,
-        D::Double(_) | D::DoublePrecision | D::Float8 | D::Float64 => ColumnType::Double,
+        D::Float(_) | D::Real | D::Float4 | D::FloatUnsigned(_) => ColumnType::Float,
+        D::RealUnsigned => ColumnType::Float,
+        D::Double(_)
+        | D::DoublePrecision
+        | D::Float8
+        | D::Float64
+        | D::DoubleUnsigned(_)
+        | D::DoublePrecisionUnsigned => ColumnType::Double,
         D::Char(l) | D::Character(l) => ColumnType::Char(char_len(l, 1)),
         D::Varchar(l) | D::CharacterVarying(l) | D::Nvarchar(l) => ColumnType::Varchar(char_len(l, 255)),
         D::TinyText => ColumnType::Text(255),
@@ -139,7 +145,28 @@ fn build_column(
     pk_cols: &mut Vec<String>,
     uniques: &mut Vec<(String, Vec<String>)>,
 ) -> Result<ColumnInfo> {
-    let ty = column_type(&def.data_type)?;
+    let mut ty = column_type(&def.data_type)?;
+    use ast::DataType as D;
+    let mut unsigned = matches!(
+        def.data_type,
+        D::DecimalUnsigned(_)
+            | D::DecUnsigned(_)
+            | D::FloatUnsigned(_)
+            | D::DoubleUnsigned(_)
+            | D::RealUnsigned
+            | D::DoublePrecisionUnsigned
+    );
+    // ZEROFILL implies UNSIGNED (its zero padding of shown values is not done).
+    let zerofill = def.options.iter().any(|o| {
+        matches!(&o.option, ast::ColumnOption::DialectSpecific(t) if t.iter().any(|t| t.to_string().eq_ignore_ascii_case("ZEROFILL")))
+    });
+    if zerofill {
+        match &mut ty {
+            ColumnType::Int { unsigned: u, .. } => *u = true,
+            ColumnType::Decimal { .. } | ColumnType::Float | ColumnType::Double => unsigned = true,
+            _ => {}
+        }
+    }
     let mut col = ColumnInfo {
         id,
         name: def.name.value.clone(),
@@ -148,6 +175,7 @@ fn build_column(
         default: None,
         auto_increment: false,
         on_update_now: false,
+        unsigned,
     };
     let mut explicit_null = false;
     let opts: Vec<&ast::ColumnOption> = def.options.iter().map(|o| &o.option).collect();
@@ -183,8 +211,7 @@ fn build_column(
     }
     if let Some(DefaultValue::Text(t)) = &col.default {
         let v = col
-            .ty
-            .coerce(Value::str(t.clone()), &col.name)
+            .coerce(Value::str(t.clone()))
             .map_err(|_| Error::user(Code::InvalidDefault, format!("Invalid default value for '{}'", col.name)))?;
         // Stored and shown in the column's own format, as MySQL does (DECIMAL(6,2) DEFAULT 0
         // reads back as '0.00').

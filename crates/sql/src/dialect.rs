@@ -3,7 +3,7 @@
 //! and binds as loosely as OR (`a || b = c` is `a OR (b = c)`); with it, `||` is string
 //! concatenation binding like `*`, as in standard SQL.
 
-use sqlparser::ast::{Expr, Statement};
+use sqlparser::ast::{ColumnOption, Expr, Statement};
 use sqlparser::dialect::{Dialect, MySqlDialect, Precedence};
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
@@ -39,6 +39,21 @@ impl Dialect for StrataDialect {
             return Some(Ok(self.prec_value(Precedence::Or)));
         }
         None
+    }
+
+    /// `ZEROFILL` after a numeric type (MySQL 5.7 dumps carry it), kept as a
+    /// dialect-specific column option.
+    fn parse_column_option(
+        &self,
+        parser: &mut Parser,
+    ) -> Result<Option<Result<Option<ColumnOption>, ParserError>>, ParserError> {
+        if let Token::Word(w) = &parser.peek_token_ref().token {
+            if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("ZEROFILL") {
+                let t = parser.next_token();
+                return Ok(Some(Ok(Some(ColumnOption::DialectSpecific(vec![t.token])))));
+            }
+        }
+        Ok(None)
     }
 
     fn is_identifier_start(&self, ch: char) -> bool {

@@ -316,7 +316,7 @@ impl DmlCtx<'_> {
             for (i, c) in table.columns.iter().enumerate() {
                 let given = cols.iter().position(|x| *x == i).and_then(|p| src[p].clone());
                 let v = match given {
-                    Some(v) => c.ty.coerce(v, &c.name)?,
+                    Some(v) => c.coerce(v)?,
                     None if c.auto_increment => Value::Null,
                     None => default_value(c, &now)?,
                 };
@@ -384,7 +384,7 @@ impl DmlCtx<'_> {
                     let mut input = new_row.clone();
                     input.extend(row.iter().cloned());
                     let v = ctx.eval(e, &input).await?;
-                    new_row[*col] = table.columns[*col].ty.coerce(v, &table.columns[*col].name)?;
+                    new_row[*col] = table.columns[*col].coerce(v)?;
                 }
                 drop(ctx);
                 not_null_check(&table, &new_row)?;
@@ -443,7 +443,7 @@ impl DmlCtx<'_> {
             let mut new_row = r.row.clone();
             for (col, e) in &assigns {
                 let v = ctx.eval(e, &new_row).await?;
-                new_row[*col] = table.columns[*col].ty.coerce(v, &table.columns[*col].name)?;
+                new_row[*col] = table.columns[*col].coerce(v)?;
             }
             new_rows.push(new_row);
         }
@@ -605,7 +605,7 @@ impl DmlCtx<'_> {
                 }
                 let c = &targets[*t].table.columns[*col];
                 let v = ctx.eval(e, &row).await?;
-                row[*pos] = c.ty.coerce(v, &c.name)?;
+                row[*pos] = c.coerce(v)?;
             }
             for (t, old) in olds.into_iter().enumerate() {
                 if let Some(old) = old {
@@ -708,7 +708,7 @@ impl DmlCtx<'_> {
         let now = Value::DateTime(self.session.now);
         for (i, c) in table.columns.iter().enumerate() {
             if c.on_update_now && !assigned(i) {
-                new_row[i] = c.ty.coerce(now.clone(), &c.name)?;
+                new_row[i] = c.coerce(now.clone())?;
             }
         }
         not_null_check(table, &new_row)?;

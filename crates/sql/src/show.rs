@@ -198,7 +198,7 @@ fn columns_rows(t: &TableInfo, full: bool) -> Vec<Vec<Value>> {
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let mut r = vec![Value::str(c.name.clone()), Value::str(c.ty.sql_name())];
+            let mut r = vec![Value::str(c.name.clone()), Value::str(c.type_name())];
             if full {
                 r.push(if c.ty.is_string() && !c.ty.is_binary() { Value::str("utf8mb4_bin") } else { Value::Null });
             }
@@ -321,7 +321,7 @@ pub fn create_table_sql(t: &TableInfo) -> String {
     let q = |s: &str| format!("`{}`", s.replace('`', "``"));
     let mut lines = Vec::new();
     for c in &t.columns {
-        let mut l = format!("  {} {}", q(&c.name), c.ty.sql_name());
+        let mut l = format!("  {} {}", q(&c.name), c.type_name());
         if !c.nullable {
             l.push_str(" NOT NULL");
         }
@@ -512,7 +512,7 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                         datetime_precision,
                         charset,
                         collation,
-                        Value::str(c.ty.sql_name()),
+                        Value::str(c.type_name()),
                         s(key_of(t, i)),
                         s(if c.auto_increment { "auto_increment" } else { "" }),
                         s("select,insert,update,references"),
