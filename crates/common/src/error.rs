@@ -101,6 +101,9 @@ codes! {
     TruncatedWrongValueForField = 1366, "HY000";
     DataTooLong = 1406, "22001";
     InvalidUseOfNull = 1138, "22004";
+    CheckConstraintViolated = 3819, "HY000";
+    CheckConstraintDupName = 3822, "HY000";
+    CheckConstraintColumn = 3959, "HY000";
     WrongParamcountToNativeFct = 1582, "42000";
     MalformedPacket = 1835, "HY000";
     WrongColumnName = 1166, "42000";

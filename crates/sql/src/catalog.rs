@@ -130,6 +130,20 @@ pub struct TableInfo {
     pub next_column_id: u32,
     /// Next index id.
     pub next_index_id: i64,
+    /// CHECK constraints, enforced on every written row.
+    #[serde(default)]
+    pub checks: Vec<CheckInfo>,
+}
+
+/// A CHECK constraint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckInfo {
+    /// Name (`{table}_chk_{n}` unless given).
+    pub name: String,
+    /// The expression as SQL text (`crate::ddl::check_text`), re-bound per statement.
+    pub expr: String,
+    /// NOT ENFORCED constraints are kept but not checked.
+    pub enforced: bool,
 }
 
 impl TableInfo {

@@ -18,7 +18,7 @@ use strata_kv::LockMode;
 use strata_txn::{Isolation, Transaction, TxnOptions};
 
 use crate::binder::split_name;
-use crate::catalog::{ColumnInfo, DefaultValue, IndexInfo, IndexState, TableInfo};
+use crate::catalog::{CheckInfo, ColumnInfo, DefaultValue, IndexInfo, IndexState, TableInfo};
 use crate::result::QueryResult;
 use crate::session::Engine;
 use crate::table::{decode_row, handle_from_row_key, index_entry, is_unique_entry};
@@ -139,6 +139,68 @@ fn index_columns(table_cols: &[ColumnInfo], cols: &[ast::IndexColumn], tname: &s
         .collect()
 }
 
+/// The text a CHECK constraint (or other stored expression) is kept as: the expression
+/// printed with backslashes in string literals doubled, so reading it back under MySQL's
+/// escapes gives the same values (printing alone would turn `'a\\b'` into `'a\b'`).
+pub fn check_text(e: &ast::Expr) -> String {
+    use sqlparser::ast::VisitMut;
+    use std::ops::ControlFlow;
+    struct Escape;
+    impl ast::VisitorMut for Escape {
+        type Break = ();
+        fn post_visit_expr(&mut self, e: &mut ast::Expr) -> ControlFlow<()> {
+            if let ast::Expr::Value(v) = e {
+                if let ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) = &mut v.value {
+                    *s = s.replace('\\', "\\\\");
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut e = e.clone();
+    let _ = e.visit(&mut Escape);
+    e.to_string()
+}
+
+/// Fails with 3959 when a CHECK constraint of `table` uses column `col` (it cannot then be
+/// dropped or renamed, as in MySQL).
+fn no_check_uses(table: &TableInfo, col: &str) -> Result<()> {
+    use sqlparser::tokenizer::{Token, Tokenizer};
+    let dialect = crate::dialect::StrataDialect::default();
+    for c in &table.checks {
+        let tokens = Tokenizer::new(&dialect, &c.expr).tokenize().unwrap_or_default();
+        if tokens.iter().any(|t| matches!(t, Token::Word(w) if w.value.eq_ignore_ascii_case(col))) {
+            return Err(Error::user(
+                Code::CheckConstraintColumn,
+                format!(
+                    "Check constraint '{}' uses column '{col}', hence column cannot be dropped or renamed.",
+                    c.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Adds a CHECK constraint (named `{table}_chk_{n}` unless named) to `checks`.
+fn add_check(checks: &mut Vec<CheckInfo>, table: &str, c: &ast::CheckConstraint) -> Result<()> {
+    let name = match &c.name {
+        Some(n) => n.value.clone(),
+        None => {
+            let mut k = checks.len() + 1;
+            while checks.iter().any(|x| x.name == format!("{table}_chk_{k}")) {
+                k += 1;
+            }
+            format!("{table}_chk_{k}")
+        }
+    };
+    if checks.iter().any(|x| x.name.eq_ignore_ascii_case(&name)) {
+        return Err(Error::user(Code::CheckConstraintDupName, format!("Duplicate check constraint name '{name}'.")));
+    }
+    checks.push(CheckInfo { name, expr: check_text(&c.expr), enforced: c.enforced != Some(false) });
+    Ok(())
+}
+
 fn build_column(
     def: &ast::ColumnDef,
     id: u32,
@@ -195,6 +257,8 @@ fn build_column(
                 }
             }
             ast::ColumnOption::OnUpdate(_) => col.on_update_now = true,
+            // Collected by the caller (`column_checks`).
+            ast::ColumnOption::Check(_) => {}
             ast::ColumnOption::Comment(_) | ast::ColumnOption::CharacterSet(_) | ast::ColumnOption::Collation(_) => {}
             other => return Err(Error::unsupported(format!("column option {other}"))),
         }
@@ -298,6 +362,14 @@ impl Engine {
         }
         let mut indexes: Vec<IndexInfo> = Vec::new();
         let mut next_index_id = 1;
+        let mut checks: Vec<CheckInfo> = Vec::new();
+        for def in &ct.columns {
+            for o in &def.options {
+                if let ast::ColumnOption::Check(c) = &o.option {
+                    add_check(&mut checks, &name, c)?;
+                }
+            }
+        }
         for c in &ct.constraints {
             let (name, cols, unique) = match c {
                 ast::TableConstraint::PrimaryKey(p) => {
@@ -317,7 +389,11 @@ impl Engine {
                 ast::TableConstraint::Index(ix) => {
                     (ix.name.clone(), index_columns(&columns, &ix.columns, &name)?, false)
                 }
-                ast::TableConstraint::ForeignKey(_) | ast::TableConstraint::Check(_) => continue,
+                ast::TableConstraint::Check(c) => {
+                    add_check(&mut checks, &name, c)?;
+                    continue;
+                }
+                ast::TableConstraint::ForeignKey(_) => continue,
                 other => return Err(Error::unsupported(format!("constraint {other}"))),
             };
             let iname = name_of_index(&name, &cols, &columns, &indexes);
@@ -362,8 +438,17 @@ impl Engine {
         }
         let id = self.catalog.new_id().await?;
         let next_column_id = columns.len() as u32 + 1;
-        let info =
-            TableInfo { id, db: db.clone(), name: name.clone(), columns, pk, indexes, next_column_id, next_index_id };
+        let info = TableInfo {
+            id,
+            db: db.clone(),
+            name: name.clone(),
+            columns,
+            pk,
+            indexes,
+            next_column_id,
+            next_index_id,
+            checks,
+        };
         self.catalog.put_table(info).await?;
         Ok(QueryResult::ok(0))
     }
@@ -717,6 +802,9 @@ impl Engine {
                 ast::AlterTableOperation::ChangeColumn { old_name, new_name, data_type, options, column_position } => {
                     let def = column_def(new_name, data_type, options);
                     let at = column_at(&table, &old_name.value)?;
+                    if !new_name.value.eq_ignore_ascii_case(&old_name.value) {
+                        no_check_uses(&table, &old_name.value)?;
+                    }
                     if !new_name.value.eq_ignore_ascii_case(&old_name.value)
                         && table.column_index(&new_name.value).is_some()
                     {
@@ -731,6 +819,7 @@ impl Engine {
                 }
                 ast::AlterTableOperation::RenameColumn { old_column_name, new_column_name } => {
                     let at = column_at(&table, &old_column_name.value)?;
+                    no_check_uses(&table, &old_column_name.value)?;
                     if !new_column_name.value.eq_ignore_ascii_case(&old_column_name.value)
                         && table.column_index(&new_column_name.value).is_some()
                     {
@@ -840,6 +929,7 @@ impl Engine {
                                 format!("Can't DROP '{}'; check that column/key exists", cn.value),
                             ));
                         };
+                        no_check_uses(&nt, &cn.value)?;
                         if nt.pk.as_ref().is_some_and(|p| p.contains(&ci)) {
                             return Err(Error::unsupported("dropping a primary key column"));
                         }

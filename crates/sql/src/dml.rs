@@ -337,6 +337,7 @@ impl DmlCtx<'_> {
                 }
             }
             not_null_check(&table, &row)?;
+            self.check_constraints(txn, &table, &row).await?;
             let row_id = if table.pk.is_none() { Some(self.catalog.next_auto_id(table.id, true).await?) } else { None };
             rows.push((row, row_id));
         }
@@ -388,6 +389,7 @@ impl DmlCtx<'_> {
                 }
                 drop(ctx);
                 not_null_check(&table, &new_row)?;
+                self.check_constraints(txn, &table, &new_row).await?;
                 if rows_equal(&old.row, &new_row) {
                     continue;
                 }
@@ -712,8 +714,36 @@ impl DmlCtx<'_> {
             }
         }
         not_null_check(table, &new_row)?;
+        self.check_constraints(txn, table, &new_row).await?;
         update_row(cache, txn, table, old, &new_row).await?;
         Ok(true)
+    }
+
+    /// Fails with 3819 when an enforced CHECK constraint of `table` is false for `row`
+    /// (NULL passes, as in MySQL).
+    async fn check_constraints(&self, txn: &mut Transaction, table: &TableInfo, row: &Row) -> Result<()> {
+        if table.checks.is_empty() {
+            return Ok(());
+        }
+        let table = Arc::new(table.clone());
+        let scope = Binder::table_scope(&table, &table.name);
+        let mut binder = Binder::new(self.catalog, self.session);
+        let dialect = crate::dialect::StrataDialect::default();
+        for c in table.checks.iter().filter(|c| c.enforced) {
+            let parsed = sqlparser::parser::Parser::new(&dialect)
+                .try_with_sql(&c.expr)
+                .and_then(|mut p| p.parse_expr())
+                .map_err(|e| Error::internal(format!("check constraint '{}': {e}", c.name)))?;
+            let bound = binder.expr(&parsed, &scope)?;
+            let mut ctx = ExecCtx::new(txn, self.params, Default::default());
+            if ctx.eval(&bound, row).await?.as_bool() == Some(false) {
+                return Err(Error::user(
+                    Code::CheckConstraintViolated,
+                    format!("Check constraint '{}' is violated.", c.name),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -326,7 +326,9 @@ pub fn create_table_sql(t: &TableInfo) -> String {
             l.push_str(" NOT NULL");
         }
         match &c.default {
-            Some(DefaultValue::Text(v)) => l.push_str(&format!(" DEFAULT '{}'", v.replace('\'', "''"))),
+            Some(DefaultValue::Text(v)) => {
+                l.push_str(&format!(" DEFAULT '{}'", v.replace('\\', "\\\\").replace('\'', "''")))
+            }
             Some(DefaultValue::CurrentTimestamp) => l.push_str(" DEFAULT CURRENT_TIMESTAMP"),
             Some(DefaultValue::Null) => l.push_str(" DEFAULT NULL"),
             None if c.nullable => l.push_str(" DEFAULT NULL"),
@@ -346,6 +348,10 @@ pub fn create_table_sql(t: &TableInfo) -> String {
     }
     for i in t.indexes.iter().filter(|i| i.is_public()) {
         lines.push(format!("  {}KEY {} ({})", if i.unique { "UNIQUE " } else { "" }, q(&i.name), names(&i.columns)));
+    }
+    for c in &t.checks {
+        let enforced = if c.enforced { "" } else { " /*!80016 NOT ENFORCED */" };
+        lines.push(format!("  CONSTRAINT {} CHECK ({}){enforced}", q(&c.name), c.expr));
     }
     format!(
         "CREATE TABLE {} (\n{}\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
