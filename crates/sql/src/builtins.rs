@@ -12,6 +12,8 @@ use std::collections::HashMap;
 use rust_decimal::RoundingStrategy;
 use strata_common::{Code, Error, Result, Value};
 
+use crate::functions::finite as double;
+
 const MANY: usize = usize::MAX;
 
 /// Argument counts of the functions in this module (None: not one of them).
@@ -50,17 +52,6 @@ fn int(v: &Value) -> i64 {
 
 fn hex_lower(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn double(name: &str, args: &[Value], f: f64) -> Result<Value> {
-    if f.is_finite() {
-        return Ok(Value::Double(f));
-    }
-    let shown: Vec<String> = args.iter().map(Value::to_display).collect();
-    Err(Error::user(
-        Code::DataOutOfRangeBigint,
-        format!("DOUBLE value is out of range in '{name}({})'", shown.join(",")),
-    ))
 }
 
 /// Calls `name` if it is one of this module's functions. The binder has checked the

@@ -416,16 +416,7 @@ impl Catalog {
         txn.delete(building_key(built));
         schedule_deletes(&mut txn, &[old_rows]);
         txn.commit().await?;
-        let id = table.id;
-        {
-            let mut dbs = self.dbs.write();
-            let db = dbs
-                .get_mut(&lower(&table.db))
-                .ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{}'", table.db)))?;
-            db.tables.insert(lower(&table.name), Arc::new(table));
-        }
-        self.mark_changed(id);
-        Ok(())
+        self.cache_table(table)
     }
 
     /// Marks the range under `prefix` deleted.
@@ -467,6 +458,12 @@ impl Catalog {
         txn.put(meta_key(&["tbl", &lower(&table.db), &lower(&table.name)]), json(&table)?);
         schedule_deletes(&mut txn, deletes);
         txn.commit().await?;
+        self.cache_table(table)
+    }
+
+    /// Puts a stored definition into the cache, then bumps the version: whoever reads the
+    /// new version binds against the new definition.
+    fn cache_table(&self, table: TableInfo) -> Result<()> {
         let id = table.id;
         {
             let mut dbs = self.dbs.write();
@@ -475,7 +472,6 @@ impl Catalog {
                 .ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{}'", table.db)))?;
             db.tables.insert(lower(&table.name), Arc::new(table));
         }
-        // After the new definition is visible: whoever reads the new version binds against it.
         self.mark_changed(id);
         Ok(())
     }

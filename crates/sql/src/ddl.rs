@@ -801,33 +801,13 @@ impl Engine {
                 }
                 ast::AlterTableOperation::ChangeColumn { old_name, new_name, data_type, options, column_position } => {
                     let def = column_def(new_name, data_type, options);
-                    let at = column_at(&table, &old_name.value)?;
-                    if !new_name.value.eq_ignore_ascii_case(&old_name.value) {
-                        no_check_uses(&table, &old_name.value)?;
-                    }
-                    if !new_name.value.eq_ignore_ascii_case(&old_name.value)
-                        && table.column_index(&new_name.value).is_some()
-                    {
-                        return Err(Error::user(
-                            Code::DupFieldName,
-                            format!("Duplicate column name '{}'", new_name.value),
-                        ));
-                    }
+                    let at = renamable(&table, &old_name.value, &new_name.value)?;
                     let (nt, from) =
                         with_column(&table, Some(at), &def, column_position.as_ref(), table.columns[at].id)?;
                     self.rebuild_table(conn, lock_timeout, table, nt, from).await?;
                 }
                 ast::AlterTableOperation::RenameColumn { old_column_name, new_column_name } => {
-                    let at = column_at(&table, &old_column_name.value)?;
-                    no_check_uses(&table, &old_column_name.value)?;
-                    if !new_column_name.value.eq_ignore_ascii_case(&old_column_name.value)
-                        && table.column_index(&new_column_name.value).is_some()
-                    {
-                        return Err(Error::user(
-                            Code::DupFieldName,
-                            format!("Duplicate column name '{}'", new_column_name.value),
-                        ));
-                    }
+                    let at = renamable(&table, &old_column_name.value, &new_column_name.value)?;
                     let mut nt = (*table).clone();
                     nt.columns[at].name = new_column_name.value.clone();
                     self.catalog.put_table(nt).await?;
@@ -1045,6 +1025,19 @@ fn column_def(name: &ast::Ident, data_type: &ast::DataType, options: &[ast::Colu
         data_type: data_type.clone(),
         options: options.iter().map(|o| ast::ColumnOptionDef { name: None, option: o.clone() }).collect(),
     }
+}
+
+/// The offset of column `old`, which is to be called `new`: 1054 if there is no such
+/// column, 1060 if another column has the new name, 3959 if a CHECK constraint uses it.
+fn renamable(table: &TableInfo, old: &str, new: &str) -> Result<usize> {
+    let at = column_at(table, old)?;
+    if !new.eq_ignore_ascii_case(old) {
+        no_check_uses(table, old)?;
+        if table.column_index(new).is_some() {
+            return Err(Error::user(Code::DupFieldName, format!("Duplicate column name '{new}'")));
+        }
+    }
+    Ok(at)
 }
 
 /// The offset of a column (1054 if there is none).

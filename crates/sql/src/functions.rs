@@ -584,7 +584,7 @@ pub fn call(name: &str, args: Vec<Value>) -> Result<Value> {
 }
 
 /// A DOUBLE result, or MySQL's 1690 when it overflowed to infinity (or is not a number).
-fn finite(name: &str, args: &[Value], f: f64) -> Result<Value> {
+pub(crate) fn finite(name: &str, args: &[Value], f: f64) -> Result<Value> {
     if f.is_finite() {
         return Ok(Value::Double(f));
     }
