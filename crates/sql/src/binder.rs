@@ -47,6 +47,15 @@ pub struct SessionInfo {
     pub vars: Arc<std::collections::BTreeMap<String, Value>>,
     /// User variables (`@name`).
     pub user_vars: Arc<std::collections::HashMap<String, Value>>,
+    /// The server state information_schema shows beyond the catalog (connections,
+    /// accounts), as this session may see it.
+    pub live: Option<Arc<dyn LiveTables>>,
+}
+
+/// information_schema tables computed from server state rather than the catalog.
+pub trait LiveTables: Send + Sync + std::fmt::Debug {
+    /// The rows of `table` (lower case), or None when it is not one of these.
+    fn rows(&self, table: &str) -> Option<Vec<Vec<Value>>>;
 }
 
 /// One column visible to name resolution.
@@ -453,7 +462,12 @@ impl<'a> Binder<'a> {
                     None => self.current_db()?,
                 };
                 if db_name.eq_ignore_ascii_case("information_schema") {
-                    let (cols, rows) = crate::show::information_schema(self.catalog, &tname)?;
+                    let (cols, mut rows) = crate::show::information_schema(self.catalog, &tname)?;
+                    if let Some(live) = &self.session.live {
+                        if let Some(r) = live.rows(&tname.to_ascii_lowercase()) {
+                            rows = r;
+                        }
+                    }
                     let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(tname.clone());
                     let values = rows.into_iter().map(|r| r.into_iter().map(Expr::Literal).collect()).collect();
                     return Ok(Relation::derived(Plan::Values(values), &cols, &alias));

@@ -179,6 +179,67 @@ impl Engine {
     }
 }
 
+/// PROCESSLIST and USER_PRIVILEGES of information_schema, as one session's account may
+/// see them: every connection and account with PROCESS / with SELECT on `mysql`, else its
+/// own.
+struct Live {
+    engine: Arc<Engine>,
+    user: String,
+    account_host: String,
+}
+
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Live({}@{})", self.user, self.account_host)
+    }
+}
+
+impl crate::binder::LiveTables for Live {
+    fn rows(&self, table: &str) -> Option<Vec<Vec<Value>>> {
+        use crate::users::privs;
+        let global = self.engine.users.with(&self.user, &self.account_host, |a| a.global).unwrap_or(0);
+        match table {
+            "processlist" => {
+                let everyone = global & privs::PROCESS != 0;
+                let procs: Vec<(u32, Arc<Process>)> = self
+                    .engine
+                    .processes
+                    .lock()
+                    .iter()
+                    .filter(|(_, p)| everyone || p.user() == self.user)
+                    .map(|(id, p)| (*id, p.clone()))
+                    .collect();
+                match process::show(&procs, true) {
+                    QueryResult::Rows { rows, .. } => Some(rows),
+                    _ => Some(Vec::new()),
+                }
+            }
+            "user_privileges" => {
+                let everyone = self
+                    .engine
+                    .users
+                    .with(&self.user, &self.account_host, |a| a.allows(privs::SELECT, "mysql", None))
+                    .unwrap_or(false);
+                let mut rows = Vec::new();
+                for a in self.engine.users.all() {
+                    if !everyone && !(a.user == self.user && a.host == self.account_host) {
+                        continue;
+                    }
+                    let grantee = Value::str(format!("'{}'@'{}'", a.user, a.host));
+                    let grantable = Value::str(if a.global & privs::GRANT_OPTION != 0 { "YES" } else { "NO" });
+                    let names: Vec<&str> =
+                        privs::NAMES.iter().filter(|(b, _)| a.global & b != 0).map(|(_, n)| *n).collect();
+                    for n in if names.is_empty() { vec!["USAGE"] } else { names } {
+                        rows.push(vec![grantee.clone(), Value::str("def"), Value::str(n), grantable.clone()]);
+                    }
+                }
+                Some(rows)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// A prepared statement.
 pub struct Prepared {
     /// The statement's text, as the client sent it.
@@ -634,6 +695,11 @@ impl Session {
             row_count: 0,
             vars: Arc::new(self.vars.clone()),
             user_vars: Arc::new(self.user_vars.clone()),
+            live: Some(Arc::new(Live {
+                engine: self.engine.clone(),
+                user: self.user.clone(),
+                account_host: self.account_host.clone(),
+            })),
         }
     }
 
