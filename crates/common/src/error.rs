@@ -104,6 +104,8 @@ codes! {
     CheckConstraintViolated = 3819, "HY000";
     CheckConstraintDupName = 3822, "HY000";
     CheckConstraintColumn = 3959, "HY000";
+    NonDefaultValueForGeneratedColumn = 3105, "HY000";
+    DependentByGeneratedColumn = 3108, "HY000";
     WrongParamcountToNativeFct = 1582, "42000";
     MalformedPacket = 1835, "HY000";
     WrongColumnName = 1166, "42000";

@@ -102,12 +102,22 @@ impl Engine {
                 let (row, _) = decode_row(old, v)?;
                 let mut nr = Vec::with_capacity(new.columns.len());
                 for (i, c) in new.columns.iter().enumerate() {
+                    if c.generated.is_some() {
+                        nr.push(Value::Null);
+                        continue;
+                    }
                     let v = match from[i] {
                         Some(o) => row[o].clone(),
                         None if c.auto_increment => Value::Null,
                         None => default_value(c, &now)?,
                     };
                     nr.push(convert(c, v, row_no)?);
+                }
+                crate::dml::fill_generated(&self.catalog, &Default::default(), &mut w, new, &mut nr).await?;
+                for (c, v) in new.columns.iter().zip(&nr) {
+                    if c.generated.is_some() {
+                        convert(c, v.clone(), row_no)?;
+                    }
                 }
                 if let Some(a) = auto {
                     if nr[a].is_null() || nr[a].as_i64() == Some(0) {

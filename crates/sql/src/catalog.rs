@@ -51,6 +51,10 @@ pub struct ColumnInfo {
     /// negative values are out of range.
     #[serde(default)]
     pub unsigned: bool,
+    /// A generated column's expression (`ddl::check_text` form) and whether it is STORED
+    /// (VIRTUAL ones are computed and kept the same way; only SHOW tells them apart).
+    #[serde(default)]
+    pub generated: Option<(String, bool)>,
 }
 
 impl ColumnInfo {

@@ -162,8 +162,8 @@ pub fn check_text(e: &ast::Expr) -> String {
     e.to_string()
 }
 
-/// Fails with 3959 when a CHECK constraint of `table` uses column `col` (it cannot then be
-/// dropped or renamed, as in MySQL).
+/// Fails with 3959 when a CHECK constraint of `table` uses column `col`, 3108 when a
+/// generated column does (it cannot then be dropped or renamed, as in MySQL).
 fn no_check_uses(table: &TableInfo, col: &str) -> Result<()> {
     use sqlparser::tokenizer::{Token, Tokenizer};
     let dialect = crate::dialect::StrataDialect::default();
@@ -176,6 +176,16 @@ fn no_check_uses(table: &TableInfo, col: &str) -> Result<()> {
                     "Check constraint '{}' uses column '{col}', hence column cannot be dropped or renamed.",
                     c.name
                 ),
+            ));
+        }
+    }
+    for g in table.columns.iter().filter(|g| !g.name.eq_ignore_ascii_case(col)) {
+        let Some((text, _)) = &g.generated else { continue };
+        let tokens = Tokenizer::new(&dialect, text).tokenize().unwrap_or_default();
+        if tokens.iter().any(|t| matches!(t, Token::Word(w) if w.value.eq_ignore_ascii_case(col))) {
+            return Err(Error::user(
+                Code::DependentByGeneratedColumn,
+                format!("Column '{col}' has a generated column dependency."),
             ));
         }
     }
@@ -238,6 +248,7 @@ fn build_column(
         auto_increment: false,
         on_update_now: false,
         unsigned,
+        generated: None,
     };
     let mut explicit_null = false;
     let opts: Vec<&ast::ColumnOption> = def.options.iter().map(|o| &o.option).collect();
@@ -259,6 +270,10 @@ fn build_column(
             ast::ColumnOption::OnUpdate(_) => col.on_update_now = true,
             // Collected by the caller (`column_checks`).
             ast::ColumnOption::Check(_) => {}
+            ast::ColumnOption::Generated { generation_expr: Some(e), generation_expr_mode, .. } => {
+                let stored = matches!(generation_expr_mode, Some(ast::GeneratedExpressionMode::Stored));
+                col.generated = Some((check_text(e), stored));
+            }
             ast::ColumnOption::Comment(_) | ast::ColumnOption::CharacterSet(_) | ast::ColumnOption::Collation(_) => {}
             other => return Err(Error::unsupported(format!("column option {other}"))),
         }
@@ -776,6 +791,7 @@ impl Engine {
                                 ast::ColumnOption::PrimaryKey(_)
                                     | ast::ColumnOption::Unique(_)
                                     | ast::ColumnOption::DialectSpecific(_)
+                                    | ast::ColumnOption::Generated { .. }
                             )
                         }) =>
                 {

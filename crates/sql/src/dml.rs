@@ -170,7 +170,50 @@ fn assignment_column(table: &TableInfo, a: &ast::Assignment) -> Result<usize> {
         ast::AssignmentTarget::Tuple(_) => return Err(Error::unsupported("tuple assignment")),
     };
     let name = name.trim_matches('`').to_string();
-    table.column_index(&name).ok_or_else(|| crate::binder::unknown_column(&name, "field list"))
+    let i = table.column_index(&name).ok_or_else(|| crate::binder::unknown_column(&name, "field list"))?;
+    if table.columns[i].generated.is_some() && !is_default_keyword(&a.value) {
+        return Err(generated_value_error(&table.columns[i], table));
+    }
+    Ok(i)
+}
+
+/// 3105: a generated column takes no explicit value.
+fn generated_value_error(c: &crate::catalog::ColumnInfo, table: &TableInfo) -> Error {
+    Error::user(
+        Code::NonDefaultValueForGeneratedColumn,
+        format!("The value specified for generated column '{}' in table '{}' is not allowed.", c.name, table.name),
+    )
+}
+
+/// Computes the generated columns of `row` in column order (each may use the columns
+/// before it), converted to their types.
+pub(crate) async fn fill_generated(
+    catalog: &crate::Catalog,
+    session: &SessionInfo,
+    txn: &mut Transaction,
+    table: &TableInfo,
+    row: &mut Row,
+) -> Result<()> {
+    if table.columns.iter().all(|c| c.generated.is_none()) {
+        return Ok(());
+    }
+    let shared = Arc::new(table.clone());
+    let scope = Binder::table_scope(&shared, &table.name);
+    let mut binder = Binder::new(catalog, session);
+    let dialect = crate::dialect::StrataDialect::default();
+    for (i, c) in table.columns.iter().enumerate() {
+        let Some((text, _)) = &c.generated else { continue };
+        let parsed = sqlparser::parser::Parser::new(&dialect)
+            .try_with_sql(text)
+            .and_then(|mut p| p.parse_expr())
+            .map_err(|e| Error::internal(format!("generated column '{}': {e}", c.name)))?;
+        let bound = binder.expr(&parsed, &scope)?;
+        let empty: &[Value] = &[];
+        let mut ctx = ExecCtx::new(txn, empty, Default::default());
+        let v = ctx.eval(&bound, row).await?;
+        row[i] = c.coerce(v)?;
+    }
+    Ok(())
 }
 
 fn not_null_check(table: &TableInfo, row: &Row) -> Result<()> {
@@ -316,6 +359,8 @@ impl DmlCtx<'_> {
             for (i, c) in table.columns.iter().enumerate() {
                 let given = cols.iter().position(|x| *x == i).and_then(|p| src[p].clone());
                 let v = match given {
+                    Some(_) if c.generated.is_some() => return Err(generated_value_error(c, &table)),
+                    None if c.generated.is_some() => Value::Null,
                     Some(v) => c.coerce(v)?,
                     None if c.auto_increment => Value::Null,
                     None => default_value(c, &now)?,
@@ -336,6 +381,7 @@ impl DmlCtx<'_> {
                     self.catalog.rebase_auto_id(table.id, v).await?;
                 }
             }
+            fill_generated(self.catalog, self.session, txn, &table, &mut row).await?;
             not_null_check(&table, &row)?;
             self.check_constraints(txn, &table, &row).await?;
             let row_id = if table.pk.is_none() { Some(self.catalog.next_auto_id(table.id, true).await?) } else { None };
@@ -388,6 +434,7 @@ impl DmlCtx<'_> {
                     new_row[*col] = table.columns[*col].coerce(v)?;
                 }
                 drop(ctx);
+                fill_generated(self.catalog, self.session, txn, &table, &mut new_row).await?;
                 not_null_check(&table, &new_row)?;
                 self.check_constraints(txn, &table, &new_row).await?;
                 if rows_equal(&old.row, &new_row) {
@@ -713,6 +760,7 @@ impl DmlCtx<'_> {
                 new_row[i] = c.coerce(now.clone())?;
             }
         }
+        fill_generated(self.catalog, self.session, txn, table, &mut new_row).await?;
         not_null_check(table, &new_row)?;
         self.check_constraints(txn, table, &new_row).await?;
         update_row(cache, txn, table, old, &new_row).await?;

@@ -322,10 +322,14 @@ pub fn create_table_sql(t: &TableInfo) -> String {
     let mut lines = Vec::new();
     for c in &t.columns {
         let mut l = format!("  {} {}", q(&c.name), c.type_name());
+        if let Some((expr, stored)) = &c.generated {
+            l.push_str(&format!(" GENERATED ALWAYS AS ({expr}) {}", if *stored { "STORED" } else { "VIRTUAL" }));
+        }
         if !c.nullable {
             l.push_str(" NOT NULL");
         }
         match &c.default {
+            _ if c.generated.is_some() => {}
             Some(DefaultValue::Text(v)) => {
                 l.push_str(&format!(" DEFAULT '{}'", v.replace('\\', "\\\\").replace('\'', "''")))
             }
