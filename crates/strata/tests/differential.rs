@@ -353,6 +353,7 @@ async fn access_paths_agree_with_full_scans() {
             }
         }
     }
+    eprintln!("seed {seed}: {q} queries, {errors_agreed} failed alike on both sides, {} differ", mismatches.len());
     // The indexes must really be in use for the comparison to mean anything.
     let plan = run(&mut conn, "EXPLAIN SELECT id FROM t_idx WHERE ci = 1").await.expect("explain");
     assert!(format!("{plan:?}").contains("Index"), "expected an index plan: {plan:?}");
