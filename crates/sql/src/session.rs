@@ -222,7 +222,8 @@ impl crate::binder::LiveTables for Live {
                     .unwrap_or(false);
                 let mut rows = Vec::new();
                 for a in self.engine.users.all() {
-                    if !everyone && !(a.user == self.user && a.host == self.account_host) {
+                    let own = a.user == self.user && a.host == self.account_host;
+                    if !(everyone || own) {
                         continue;
                     }
                     let grantee = Value::str(format!("'{}'@'{}'", a.user, a.host));
