@@ -533,7 +533,10 @@ pub fn parse_execute_params(
                     let days = u32::from_le_bytes([b[1], b[2], b[3], b[4]]) as i64;
                     let secs = days * 86_400 + b[5] as i64 * 3600 + b[6] as i64 * 60 + b[7] as i64;
                     let micro = if n >= 12 { u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as i64 } else { 0 };
-                    let us = secs * 1_000_000 + micro;
+                    // A TIME holds at most 838:59:59; a larger value from the wire is clamped
+                    // to it, as MySQL clamps an out-of-range TIME (and so the arithmetic
+                    // cannot overflow: days is at most 2^32, micro below 2^32).
+                    let us = (secs.min(TIME_MAX_SECS) * 1_000_000 + micro).min(TIME_MAX_SECS * 1_000_000);
                     Value::Time(if neg { -us } else { us })
                 } else {
                     Value::Time(0)
@@ -549,6 +552,9 @@ pub fn parse_execute_params(
     }
     Ok(out)
 }
+
+/// The largest TIME MySQL holds, 838:59:59, in seconds.
+const TIME_MAX_SECS: i64 = 838 * 3600 + 59 * 60 + 59;
 
 #[cfg(test)]
 mod tests {

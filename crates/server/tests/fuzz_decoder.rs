@@ -45,3 +45,18 @@ fn execute_packets_with_huge_declared_lengths_are_errors() {
     let mut long = vec![None];
     assert!(parse_execute_params(&body, 1, &mut types, &mut long).is_err());
 }
+
+#[test]
+fn time_parameters_beyond_the_time_range_are_clamped() {
+    // flags, iterations, null bitmap, new-bound flag, type TIME (0x0b), then the value:
+    // length 12, negative, 2^32-1 days, 23:59:59.999999.
+    let mut body = vec![0u8, 1, 0, 0, 0, 0, 1, 0x0b, 0, 12, 1];
+    body.extend_from_slice(&u32::MAX.to_le_bytes());
+    body.extend_from_slice(&[23, 59, 59]);
+    body.extend_from_slice(&999_999u32.to_le_bytes());
+    let mut types = Vec::new();
+    let mut long = vec![None];
+    let got = parse_execute_params(&body, 1, &mut types, &mut long).expect("decodes");
+    let max = (838 * 3600 + 59 * 60 + 59) * 1_000_000i64;
+    assert_eq!(got, vec![strata_common::value::Value::Time(-max)]);
+}
