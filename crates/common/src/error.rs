@@ -102,6 +102,15 @@ codes! {
     DataTooLong = 1406, "22001";
     InvalidUseOfNull = 1138, "22004";
     CheckConstraintViolated = 3819, "HY000";
+    FileNotFound = 29, "HY000";
+    UnknownCharacterSet = 1115, "42000";
+    IncorrectGlobalLocalVar = 1238, "HY000";
+    WrongFieldTerminators = 1083, "42000";
+    WarnTooFewRecords = 1261, "01000";
+    WarnTooManyRecords = 1262, "01000";
+    WarnNullToNotNull = 1263, "22004";
+    OptionPreventsStatement = 1290, "HY000";
+    ClientLocalFilesDisabled = 3948, "42000";
     CheckConstraintDupName = 3822, "HY000";
     CheckConstraintColumn = 3959, "HY000";
     NonDefaultValueForGeneratedColumn = 3105, "HY000";

@@ -28,6 +28,8 @@ pub mod caps {
     pub const TRANSACTIONS: u32 = 8192;
     /// 4.1 authentication.
     pub const SECURE_CONNECTION: u32 = 32768;
+    /// The client can send files for LOAD DATA LOCAL INFILE.
+    pub const LOCAL_FILES: u32 = 128;
     /// Several statements per COM_QUERY.
     pub const MULTI_STATEMENTS: u32 = 1 << 16;
     /// Several result sets.
@@ -45,6 +47,7 @@ pub mod caps {
         | FOUND_ROWS
         | LONG_FLAG
         | CONNECT_WITH_DB
+        | LOCAL_FILES
         | PROTOCOL_41
         | INTERACTIVE
         | TRANSACTIONS

@@ -49,6 +49,9 @@ pub struct Connection<S> {
     stmts: HashMap<u32, Stmt>,
     sessions: Option<Arc<AtomicUsize>>,
     slot: Option<SessionSlot>,
+    /// The packet stream is out of step (a LOAD DATA LOCAL transfer failed midway): the
+    /// connection closes after the current reply.
+    broken: bool,
 }
 
 /// Why a connection ended abnormally.
@@ -62,7 +65,7 @@ pub enum ConnError {
     Handshake(String),
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
     /// Wraps an accepted stream.
     pub fn new(stream: S, session: Session, opts: Arc<ServerOptions>) -> Connection<S> {
         let max = opts.max_packet;
@@ -74,6 +77,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             stmts: HashMap::new(),
             sessions: None,
             slot: None,
+            broken: false,
         }
     }
 
@@ -175,7 +179,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 self.send_error(&e);
             }
             self.io.flush().await?;
-            if interrupt.connection_killed() {
+            if interrupt.connection_killed() || self.broken {
                 return Ok(());
             }
         }
@@ -356,7 +360,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 let sql = String::from_utf8_lossy(q).into_owned();
                 debug!(conn = self.session.conn_id, %sql, "query");
                 let allow_multi = self.caps & caps::MULTI_STATEMENTS != 0;
-                let results = self.session.execute_text(&sql, allow_multi).await;
+                let mut files = ClientFiles {
+                    io: &mut self.io,
+                    allowed: self.caps & caps::LOCAL_FILES != 0,
+                    transfer: Transfer::Idle,
+                };
+                let results = self.session.execute_text_with(&sql, allow_multi, &mut files).await;
+                // A load that failed before the client finished sending: the rest of the file
+                // is read and dropped, so the reply follows the client's last packet.
+                if files.transfer == Transfer::Sending {
+                    loop {
+                        match files.io.read().await {
+                            Ok(p) if p.is_empty() => break,
+                            Ok(_) => {}
+                            Err(_) => {
+                                files.transfer = Transfer::Broken;
+                                break;
+                            }
+                        }
+                    }
+                }
+                self.broken = files.transfer == Transfer::Broken;
                 let n = results.len();
                 for (i, r) in results.into_iter().enumerate() {
                     match r {
@@ -500,6 +524,67 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 self.io.write(&ok);
             }
             Command::Unknown(c) => self.send_error(&Error::user(Code::UnknownCom, format!("Unknown command {c:#04x}"))),
+        }
+    }
+}
+
+/// Where a LOAD DATA LOCAL transfer stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transfer {
+    /// No file asked for.
+    Idle,
+    /// The client is sending the file.
+    Sending,
+    /// The client sent its last (empty) packet.
+    Done,
+    /// The transfer failed; the packet stream cannot be trusted.
+    Broken,
+}
+
+/// The client's files for LOAD DATA LOCAL INFILE: the server names the file in a 0xFB
+/// packet and the client answers with its content in packets, ending with an empty one.
+struct ClientFiles<'a, S> {
+    io: &'a mut PacketIo<Stream<S>>,
+    /// The client said it can send files (CLIENT_LOCAL_FILES).
+    allowed: bool,
+    transfer: Transfer,
+}
+
+#[async_trait::async_trait]
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> strata_sql::load::FileSource for ClientFiles<'_, S> {
+    async fn open(&mut self, name: &str) -> strata_common::Result<()> {
+        if !self.allowed {
+            return Err(strata_sql::load::local_disabled());
+        }
+        let mut p = vec![0xfb];
+        p.extend_from_slice(name.as_bytes());
+        self.io.write(&p);
+        self.transfer = Transfer::Sending;
+        if let Err(e) = self.io.flush().await {
+            self.transfer = Transfer::Broken;
+            return Err(Error::internal(format!("asking the client for the file: {e}")));
+        }
+        Ok(())
+    }
+
+    async fn read(&mut self) -> strata_common::Result<Option<Vec<u8>>> {
+        if self.transfer != Transfer::Sending {
+            return Ok(None);
+        }
+        match self.io.read().await {
+            Ok(p) if p.is_empty() => {
+                self.transfer = Transfer::Done;
+                Ok(None)
+            }
+            Ok(p) => Ok(Some(p)),
+            Err(ReadError::TooLarge) => {
+                self.transfer = Transfer::Broken;
+                Err(Error::user(Code::NetPacketTooLarge, "Got a packet bigger than 'max_allowed_packet' bytes"))
+            }
+            Err(ReadError::Closed) | Err(ReadError::Io(_)) => {
+                self.transfer = Transfer::Broken;
+                Err(Error::internal("the client stopped sending the file"))
+            }
         }
     }
 }

@@ -1174,7 +1174,7 @@ impl<'a> Binder<'a> {
                 // through VALUES(col), which the DML layer rewrites to a qualified name.
                 let visible = match &table {
                     Some(t) => *t == c.table,
-                    None => c.table != "__new__",
+                    None => c.table != "__new__" && c.table != crate::load::VARS_TABLE,
                 };
                 if c.name == name && visible {
                     if hit.is_some() {

@@ -60,9 +60,15 @@ pub fn ensure_stack() -> Result<()> {
 /// checked, and the parts of a refused one past the limit are dismantled without
 /// recursion, so dropping the statements afterwards is safe.
 pub fn check_statements(stmts: &mut [ast::Statement]) -> Result<()> {
+    check_parts(stmts)
+}
+
+/// [`check_statements`] for parts of a statement parsed on their own (the SET list of
+/// LOAD DATA).
+pub fn check_parts<T: VisitMut>(parts: &mut [T]) -> Result<()> {
     let mut cutter = Cutter::new(MAX_EXPR_DEPTH);
-    for s in stmts.iter_mut() {
-        let _ = s.visit(&mut cutter);
+    for p in parts.iter_mut() {
+        let _ = p.visit(&mut cutter);
     }
     if cutter.is_empty() {
         return Ok(());

@@ -31,6 +31,32 @@ pub struct DmlCtx<'a> {
     pub params: &'a [Value],
 }
 
+/// What an INSERT does with a row that conflicts with a stored one on a unique key.
+pub(crate) enum OnDuplicate<'a> {
+    /// Fails with 1062.
+    Error,
+    /// Skips the row with a 1062 warning (INSERT IGNORE).
+    Ignore,
+    /// Deletes the conflicting rows first (REPLACE).
+    Replace,
+    /// Updates the conflicting row (ON DUPLICATE KEY UPDATE): assignments bound over the
+    /// old row followed by the new one, and their subqueries.
+    Update(&'a [(usize, Expr)], Arc<Vec<crate::plan::SubqueryPlan>>),
+}
+
+/// What storing rows did.
+#[derive(Default)]
+pub(crate) struct Stored {
+    /// Affected rows as MySQL counts them (a replaced row counts twice, an upsert two).
+    pub affected: u64,
+    /// Rows REPLACE deleted.
+    pub deleted: u64,
+    /// Rows skipped as duplicates.
+    pub skipped: u64,
+    /// Warnings for the skipped rows.
+    pub warnings: Vec<(Code, String)>,
+}
+
 /// Values of keys this statement has read or written (latest committed or our own).
 struct KeyCache {
     known: HashMap<Vec<u8>, Option<Vec<u8>>>,
@@ -135,7 +161,7 @@ async fn conflicts(
     Ok(out)
 }
 
-fn is_default_keyword(e: &ast::Expr) -> bool {
+pub(crate) fn is_default_keyword(e: &ast::Expr) -> bool {
     matches!(e, ast::Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"))
 }
 
@@ -164,7 +190,7 @@ fn rewrite_values_fn(e: &ast::Expr) -> ast::Expr {
     c
 }
 
-fn assignment_column(table: &TableInfo, a: &ast::Assignment) -> Result<usize> {
+pub(crate) fn assignment_column(table: &TableInfo, a: &ast::Assignment) -> Result<usize> {
     let name = match &a.target {
         ast::AssignmentTarget::ColumnName(n) => n.0.last().map(|p| p.to_string()).unwrap_or_default(),
         ast::AssignmentTarget::Tuple(_) => return Err(Error::unsupported("tuple assignment")),
@@ -345,58 +371,96 @@ impl DmlCtx<'_> {
         } else if ins.on.is_some() {
             return Err(Error::unsupported("ON CONFLICT"));
         }
-        let replace = ins.replace_into;
-        let ignore = ins.ignore;
-        let now = Value::DateTime(self.session.now);
-        let auto_col = table.auto_increment_column();
+        let on_dup = if ins.replace_into {
+            OnDuplicate::Replace
+        } else if !upsert.is_empty() {
+            OnDuplicate::Update(&upsert, upsert_subs)
+        } else if ins.ignore {
+            OnDuplicate::Ignore
+        } else {
+            OnDuplicate::Error
+        };
         let mut first_auto: Option<u64> = None;
-        let mut affected = 0u64;
-        let mut warnings = Vec::new();
-        // Build full rows first.
         let mut rows: Vec<(Row, Option<i64>)> = Vec::with_capacity(source.len());
-        for src in source {
-            let mut row: Row = Vec::with_capacity(table.columns.len());
-            for (i, c) in table.columns.iter().enumerate() {
-                let given = cols.iter().position(|x| *x == i).and_then(|p| src[p].clone());
-                let v = match given {
-                    Some(_) if c.generated.is_some() => return Err(generated_value_error(c, &table)),
-                    None if c.generated.is_some() => Value::Null,
-                    Some(v) => c.coerce(v)?,
-                    None if c.auto_increment => Value::Null,
-                    None => default_value(c, &now)?,
-                };
-                row.push(v);
+        for mut src in source {
+            let mut given: Vec<Option<Value>> = vec![None; table.columns.len()];
+            for (p, c) in cols.iter().enumerate() {
+                given[*c] = src[p].take();
             }
-            if let Some(ac) = auto_col {
-                let zero = row[ac].as_i64() == Some(0);
-                if row[ac].is_null() || zero {
-                    let id = self.catalog.next_auto_id(table.id, false).await?;
-                    // Past the column type's maximum the sequence is used up.
-                    row[ac] = table.columns[ac]
-                        .ty
-                        .coerce(Value::Int(id), &table.columns[ac].name)
-                        .map_err(|_| crate::catalog::auto_id_exhausted())?;
-                    first_auto.get_or_insert(id as u64);
-                } else if let Some(v) = row[ac].as_i64() {
-                    self.catalog.rebase_auto_id(table.id, v).await?;
-                }
-            }
-            fill_generated(self.catalog, self.session, txn, &table, &mut row).await?;
-            not_null_check(&table, &row)?;
-            self.check_constraints(txn, &table, &row).await?;
-            let row_id = if table.pk.is_none() { Some(self.catalog.next_auto_id(table.id, true).await?) } else { None };
-            rows.push((row, row_id));
+            rows.push(self.complete_row(txn, &table, given, &mut first_auto).await?);
         }
-        // Lock/read every key the rows may conflict on, in one batch.
+        let stored = self.store_rows(txn, &table, rows, &on_dup).await?;
+        Ok(QueryResult::Ok {
+            affected: stored.affected,
+            matched: stored.affected,
+            last_insert_id: first_auto.unwrap_or(0),
+            warnings: stored.warnings,
+            info: String::new(),
+        })
+    }
+
+    /// A full row to store from the values given for each column (None: the column's
+    /// default), with AUTO_INCREMENT and generated columns filled and NOT NULL and CHECK
+    /// constraints checked; and its row id when the table has no primary key.
+    /// `first_auto` gets the first AUTO_INCREMENT value generated.
+    pub(crate) async fn complete_row(
+        &self,
+        txn: &mut Transaction,
+        table: &TableInfo,
+        given: Vec<Option<Value>>,
+        first_auto: &mut Option<u64>,
+    ) -> Result<(Row, Option<i64>)> {
+        let now = Value::DateTime(self.session.now);
+        let mut row: Row = Vec::with_capacity(table.columns.len());
+        for (c, given) in table.columns.iter().zip(given) {
+            let v = match given {
+                Some(_) if c.generated.is_some() => return Err(generated_value_error(c, table)),
+                None if c.generated.is_some() => Value::Null,
+                Some(v) => c.coerce(v)?,
+                None if c.auto_increment => Value::Null,
+                None => default_value(c, &now)?,
+            };
+            row.push(v);
+        }
+        if let Some(ac) = table.auto_increment_column() {
+            let zero = row[ac].as_i64() == Some(0);
+            if row[ac].is_null() || zero {
+                let id = self.catalog.next_auto_id(table.id, false).await?;
+                // Past the column type's maximum the sequence is used up.
+                row[ac] = table.columns[ac]
+                    .ty
+                    .coerce(Value::Int(id), &table.columns[ac].name)
+                    .map_err(|_| crate::catalog::auto_id_exhausted())?;
+                first_auto.get_or_insert(id as u64);
+            } else if let Some(v) = row[ac].as_i64() {
+                self.catalog.rebase_auto_id(table.id, v).await?;
+            }
+        }
+        fill_generated(self.catalog, self.session, txn, table, &mut row).await?;
+        not_null_check(table, &row)?;
+        self.check_constraints(txn, table, &row).await?;
+        let row_id = if table.pk.is_none() { Some(self.catalog.next_auto_id(table.id, true).await?) } else { None };
+        Ok((row, row_id))
+    }
+
+    /// Writes complete rows, locking (and reading) every key they may conflict on in one
+    /// batch first; a row that conflicts on a unique key is handled as `on_dup` says.
+    pub(crate) async fn store_rows(
+        &self,
+        txn: &mut Transaction,
+        table: &TableInfo,
+        rows: Vec<(Row, Option<i64>)>,
+        on_dup: &OnDuplicate<'_>,
+    ) -> Result<Stored> {
         let mut keys = Vec::new();
         for (row, row_id) in &rows {
-            let handle = handle_of(&table, row, *row_id)?;
+            let handle = handle_of(table, row, *row_id)?;
             if table.pk.is_some() {
-                keys.push(row_key(&table, &handle));
+                keys.push(row_key(table, &handle));
             }
             for idx in &table.indexes {
                 if is_unique_entry(idx, row) {
-                    keys.push(index_entry(&table, idx, row, &handle).0);
+                    keys.push(index_entry(table, idx, row, &handle).0);
                 }
             }
         }
@@ -407,56 +471,56 @@ impl DmlCtx<'_> {
             let vals = txn.lock_and_get(&keys).await?;
             cache.known.extend(keys.into_iter().zip(vals));
         }
+        let mut out = Stored::default();
         for (row, row_id) in rows {
-            let found = conflicts(&mut cache, txn, &table, &row, row_id).await?;
+            let found = conflicts(&mut cache, txn, table, &row, row_id).await?;
             if found.is_empty() {
-                write_row(&mut cache, txn, &table, &row, row_id)?;
-                affected += 1;
+                write_row(&mut cache, txn, table, &row, row_id)?;
+                out.affected += 1;
                 continue;
             }
-            if replace {
-                for (_, _, old) in &found {
-                    delete_row(&mut cache, txn, &table, &old.row, old.row_id)?;
-                    affected += 1;
+            match on_dup {
+                OnDuplicate::Replace => {
+                    for (_, _, old) in &found {
+                        delete_row(&mut cache, txn, table, &old.row, old.row_id)?;
+                        out.affected += 1;
+                        out.deleted += 1;
+                    }
+                    write_row(&mut cache, txn, table, &row, row_id)?;
+                    out.affected += 1;
                 }
-                write_row(&mut cache, txn, &table, &row, row_id)?;
-                affected += 1;
-            } else if !upsert.is_empty() {
-                let (_, _, old) = &found[0];
-                let mut combined = old.row.clone();
-                combined.extend(row.iter().cloned());
-                let mut new_row = old.row.clone();
-                let mut ctx = ExecCtx::new(txn, self.params, upsert_subs.clone());
-                for (col, e) in &upsert {
-                    let mut input = new_row.clone();
-                    input.extend(row.iter().cloned());
-                    let v = ctx.eval(e, &input).await?;
-                    new_row[*col] = table.columns[*col].coerce(v)?;
+                OnDuplicate::Update(upsert, subs) => {
+                    let (_, _, old) = &found[0];
+                    let mut new_row = old.row.clone();
+                    let mut ctx = ExecCtx::new(txn, self.params, subs.clone());
+                    for (col, e) in upsert.iter() {
+                        let mut input = new_row.clone();
+                        input.extend(row.iter().cloned());
+                        let v = ctx.eval(e, &input).await?;
+                        new_row[*col] = table.columns[*col].coerce(v)?;
+                    }
+                    drop(ctx);
+                    fill_generated(self.catalog, self.session, txn, table, &mut new_row).await?;
+                    not_null_check(table, &new_row)?;
+                    self.check_constraints(txn, table, &new_row).await?;
+                    if rows_equal(&old.row, &new_row) {
+                        continue;
+                    }
+                    update_row(&mut cache, txn, table, old, &new_row).await?;
+                    out.affected += 2;
                 }
-                drop(ctx);
-                fill_generated(self.catalog, self.session, txn, &table, &mut new_row).await?;
-                not_null_check(&table, &new_row)?;
-                self.check_constraints(txn, &table, &new_row).await?;
-                if rows_equal(&old.row, &new_row) {
-                    continue;
+                OnDuplicate::Ignore => {
+                    let (name, cols, _) = &found[0];
+                    out.warnings.push((Code::DupEntry, dup_error(table, name, &row, cols).to_string()));
+                    out.skipped += 1;
                 }
-                update_row(&mut cache, txn, &table, old, &new_row).await?;
-                affected += 2;
-            } else if ignore {
-                let (name, cols, _) = &found[0];
-                warnings.push((Code::DupEntry, dup_error(&table, name, &row, cols).to_string()));
-            } else {
-                let (name, cols, _) = &found[0];
-                return Err(dup_error(&table, name, &row, cols));
+                OnDuplicate::Error => {
+                    let (name, cols, _) = &found[0];
+                    return Err(dup_error(table, name, &row, cols));
+                }
             }
         }
-        Ok(QueryResult::Ok {
-            affected,
-            matched: affected,
-            last_insert_id: first_auto.unwrap_or(0),
-            warnings,
-            info: String::new(),
-        })
+        Ok(out)
     }
 
     /// Single-table UPDATE.

@@ -61,12 +61,11 @@ pub enum AccountStmt {
 
 /// MySQL privileges Strata accepts in GRANT/REVOKE but does not model (nothing it runs
 /// needs them); granting them is a no-op.
-const UNMODELLED: [&str; 14] = [
+const UNMODELLED: [&str; 13] = [
     "REFERENCES",
     "EXECUTE",
     "RELOAD",
     "SHUTDOWN",
-    "FILE",
     "EVENT",
     "TRIGGER",
     "SHOW DATABASES",
@@ -78,10 +77,14 @@ const UNMODELLED: [&str; 14] = [
     "REPLICATION SLAVE",
 ];
 
-struct P {
+/// A cursor over a statement's tokens (whitespace dropped), for the statements parsed
+/// here and in `load`.
+pub(crate) struct TokenCursor {
     toks: Vec<Token>,
     pos: usize,
 }
+
+type P = TokenCursor;
 
 fn syntax(near: &str) -> Error {
     Error::parse(format!(
@@ -90,18 +93,18 @@ fn syntax(near: &str) -> Error {
 }
 
 impl P {
-    fn peek(&self) -> Option<&Token> {
+    pub(crate) fn peek(&self) -> Option<&Token> {
         self.toks.get(self.pos)
     }
 
-    fn word(&self) -> Option<String> {
+    pub(crate) fn word(&self) -> Option<String> {
         match self.peek() {
             Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.value.to_ascii_uppercase()),
             _ => None,
         }
     }
 
-    fn eat(&mut self, kw: &str) -> bool {
+    pub(crate) fn eat(&mut self, kw: &str) -> bool {
         if self.word().as_deref() == Some(kw) {
             self.pos += 1;
             true
@@ -110,7 +113,7 @@ impl P {
         }
     }
 
-    fn eat_seq(&mut self, kws: &[&str]) -> bool {
+    pub(crate) fn eat_seq(&mut self, kws: &[&str]) -> bool {
         let save = self.pos;
         for k in kws {
             if !self.eat(k) {
@@ -121,7 +124,7 @@ impl P {
         true
     }
 
-    fn expect(&mut self, kw: &str) -> Result<()> {
+    pub(crate) fn expect(&mut self, kw: &str) -> Result<()> {
         if self.eat(kw) {
             Ok(())
         } else {
@@ -129,7 +132,7 @@ impl P {
         }
     }
 
-    fn eat_token(&mut self, t: &Token) -> bool {
+    pub(crate) fn eat_token(&mut self, t: &Token) -> bool {
         if self.peek() == Some(t) {
             self.pos += 1;
             true
@@ -138,13 +141,13 @@ impl P {
         }
     }
 
-    fn error(&self) -> Error {
+    pub(crate) fn error(&self) -> Error {
         let rest: String =
             self.toks[self.pos.min(self.toks.len())..].iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" ");
         syntax(&rest.chars().take(80).collect::<String>())
     }
 
-    fn done(&self) -> Result<()> {
+    pub(crate) fn done(&self) -> Result<()> {
         if self.pos == self.toks.len() {
             Ok(())
         } else {
@@ -153,7 +156,7 @@ impl P {
     }
 
     /// A name: quoted string, backquoted or plain word.
-    fn name(&mut self) -> Result<String> {
+    pub(crate) fn name(&mut self) -> Result<String> {
         let n = match self.peek() {
             Some(Token::SingleQuotedString(s)) | Some(Token::DoubleQuotedString(s)) => s.clone(),
             Some(Token::Word(w)) => w.value.clone(),
@@ -163,7 +166,7 @@ impl P {
         Ok(n)
     }
 
-    fn string(&mut self) -> Result<String> {
+    pub(crate) fn string(&mut self) -> Result<String> {
         match self.peek() {
             Some(Token::SingleQuotedString(s)) | Some(Token::DoubleQuotedString(s)) => {
                 let s = s.clone();
@@ -175,7 +178,7 @@ impl P {
     }
 
     /// `'user'@'host'`, `user@host` or `user`.
-    fn account(&mut self) -> Result<AccountName> {
+    pub(crate) fn account(&mut self) -> Result<AccountName> {
         // `u@host` unquoted is one word in the MySQL dialect.
         if let Some(Token::Word(w)) = self.peek() {
             if w.quote_style.is_none() {
@@ -201,7 +204,7 @@ impl P {
         Ok((user, "%".into()))
     }
 
-    fn accounts(&mut self) -> Result<Vec<AccountName>> {
+    pub(crate) fn accounts(&mut self) -> Result<Vec<AccountName>> {
         let mut out = vec![self.account()?];
         while self.eat_token(&Token::Comma) {
             out.push(self.account()?);
@@ -210,7 +213,7 @@ impl P {
     }
 
     /// `IDENTIFIED [WITH plugin] [BY 'pw']`.
-    fn identified(&mut self) -> Result<Option<String>> {
+    pub(crate) fn identified(&mut self) -> Result<Option<String>> {
         if !self.eat("IDENTIFIED") {
             return Ok(None);
         }
@@ -228,7 +231,7 @@ impl P {
         Ok(Some(self.string()?))
     }
 
-    fn require(&mut self) -> Result<Option<bool>> {
+    pub(crate) fn require(&mut self) -> Result<Option<bool>> {
         if !self.eat("REQUIRE") {
             return Ok(None);
         }
@@ -242,7 +245,7 @@ impl P {
     }
 
     /// Privilege list: bits, and whether it said ALL.
-    fn privileges(&mut self) -> Result<(u32, bool)> {
+    pub(crate) fn privileges(&mut self) -> Result<(u32, bool)> {
         let mut bits = 0;
         let mut all = false;
         loop {
@@ -269,7 +272,7 @@ impl P {
         }
     }
 
-    fn target(&mut self) -> Result<Target> {
+    pub(crate) fn target(&mut self) -> Result<Target> {
         self.eat("TABLE");
         if self.eat_token(&Token::Mul) {
             if self.eat_token(&Token::Period) {
@@ -289,6 +292,75 @@ impl P {
             return Ok(Target::Table(Some(first), t));
         }
         Ok(Target::Table(None, first))
+    }
+    /// The tokens of `sql` without whitespace and trailing semicolons; None if it does not
+    /// tokenize (the SQL parser reports the error).
+    pub(crate) fn new(sql: &str) -> Option<TokenCursor> {
+        let toks = Tokenizer::new(&MySqlDialect {}, sql).tokenize().ok()?;
+        let mut toks: Vec<Token> = toks.into_iter().filter(|t| !matches!(t, Token::Whitespace(_))).collect();
+        while toks.last() == Some(&Token::SemiColon) {
+            toks.pop();
+        }
+        Some(TokenCursor { toks, pos: 0 })
+    }
+
+    /// `name` or `db.name`, each part plain, backquoted or double-quoted.
+    pub(crate) fn object_name(&mut self) -> Result<sqlparser::ast::ObjectName> {
+        let mut parts = Vec::new();
+        loop {
+            match self.peek() {
+                Some(Token::Word(w)) => {
+                    parts.push(match w.quote_style {
+                        Some(q) => sqlparser::ast::Ident::with_quote(q, w.value.clone()),
+                        None => sqlparser::ast::Ident::new(w.value.clone()),
+                    });
+                    self.pos += 1;
+                }
+                _ => return Err(self.error()),
+            }
+            if !self.eat_token(&Token::Period) {
+                return Ok(sqlparser::ast::ObjectName::from(parts));
+            }
+        }
+    }
+
+    /// An unsigned integer.
+    pub(crate) fn number(&mut self) -> Result<u64> {
+        match self.peek() {
+            Some(Token::Number(n, _)) => {
+                let n = n.parse().map_err(|_| self.error())?;
+                self.pos += 1;
+                Ok(n)
+            }
+            _ => Err(self.error()),
+        }
+    }
+
+    /// A column name or a user variable (`@name`) of a LOAD DATA column list.
+    pub(crate) fn load_target(&mut self) -> Result<crate::load::Target> {
+        if self.eat_token(&Token::AtSign) {
+            return Ok(crate::load::Target::Var(self.name()?.to_ascii_lowercase()));
+        }
+        match self.peek() {
+            Some(Token::Word(w)) if w.quote_style.is_none() && w.value.starts_with('@') => {
+                let v = w.value[1..].to_ascii_lowercase();
+                self.pos += 1;
+                Ok(crate::load::Target::Var(v))
+            }
+            Some(Token::Word(w)) => {
+                let n = w.value.clone();
+                self.pos += 1;
+                Ok(crate::load::Target::Column(n))
+            }
+            _ => Err(self.error()),
+        }
+    }
+
+    /// The tokens not read yet.
+    pub(crate) fn rest(&mut self) -> Vec<Token> {
+        let rest = self.toks.split_off(self.pos.min(self.toks.len()));
+        self.pos = self.toks.len();
+        rest
     }
 }
 
@@ -316,13 +388,7 @@ pub fn parse(sql: &str) -> Option<Result<AccountStmt>> {
     ) {
         return None;
     }
-    let toks = Tokenizer::new(&MySqlDialect {}, sql).tokenize().ok()?;
-    let toks: Vec<Token> = toks.into_iter().filter(|t| !matches!(t, Token::Whitespace(_))).collect();
-    let mut toks = toks;
-    while toks.last() == Some(&Token::SemiColon) {
-        toks.pop();
-    }
-    let mut p = P { toks, pos: 0 };
+    let mut p = TokenCursor::new(sql)?;
     let stmt = if p.eat_seq(&["CREATE", "USER"]) {
         let if_not_exists = p.eat_seq(&["IF", "NOT", "EXISTS"]);
         Some((|| {

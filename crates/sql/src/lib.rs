@@ -17,6 +17,7 @@ pub mod functions;
 pub mod grants;
 pub mod interrupt;
 pub mod keyconv;
+pub mod load;
 pub mod plan;
 pub mod process;
 pub mod result;

@@ -811,13 +811,37 @@ impl Session {
     /// Runs a COM_QUERY text; several statements are an error unless `allow_multi` (the
     /// client's CLIENT_MULTI_STATEMENTS).
     pub async fn execute_text(&mut self, sql: &str, allow_multi: bool) -> Vec<Result<QueryResult>> {
+        self.execute_text_with(sql, allow_multi, &mut crate::load::NoClientFiles).await
+    }
+
+    /// [`execute_text`](Self::execute_text) on a connection whose client can send files
+    /// (`LOAD DATA LOCAL INFILE` reads them from `client_files`).
+    pub async fn execute_text_with(
+        &mut self,
+        sql: &str,
+        allow_multi: bool,
+        client_files: &mut dyn crate::load::FileSource,
+    ) -> Vec<Result<QueryResult>> {
         self.process.set_statement(Some(Arc::from(sql)));
-        let r = self.execute_text_inner(sql, allow_multi).await;
+        let r = self.execute_text_inner(sql, allow_multi, client_files).await;
         self.process.set_statement(None);
         r
     }
 
-    async fn execute_text_inner(&mut self, sql: &str, allow_multi: bool) -> Vec<Result<QueryResult>> {
+    async fn execute_text_inner(
+        &mut self,
+        sql: &str,
+        allow_multi: bool,
+        client_files: &mut dyn crate::load::FileSource,
+    ) -> Vec<Result<QueryResult>> {
+        if let Some(spec) = crate::load::parse(sql) {
+            self.warnings.clear();
+            let r = match spec {
+                Ok(spec) => self.load_data(spec, client_files).await,
+                Err(e) => Err(e),
+            };
+            return vec![r];
+        }
         if let Some(r) = self.special(sql).await {
             return vec![r];
         }
@@ -1158,7 +1182,9 @@ impl Session {
                 let level = target.level(self.db.as_deref())?;
                 let all_bits = if level == Level::Global { privs::ALL_GLOBAL } else { privs::ALL_OBJECT };
                 let bits = if all { bits | all_bits } else { bits };
-                if level != Level::Global && bits & (privs::PROCESS | privs::SUPER | privs::CREATE_USER) != 0 {
+                if level != Level::Global
+                    && bits & (privs::PROCESS | privs::FILE | privs::SUPER | privs::CREATE_USER) != 0
+                {
                     return Err(Error::user(Code::WrongUsage, "Incorrect usage of DB GRANT and GLOBAL PRIVILEGES"));
                 }
                 self.may_grant(&level, bits)?;
@@ -1767,14 +1793,66 @@ impl Session {
         // visible effect; it runs again against the new schema, as TiDB retries it.
         let mut attempt = 0;
         loop {
-            match self.run_in_txn_once(stmt, params).await {
+            match self.run_in_txn_once(Work::Statement(stmt, params)).await {
                 Err(e) if e.code() == Code::InfoSchemaChanged && attempt < 5 => attempt += 1,
                 other => return other,
             }
         }
     }
 
-    async fn run_in_txn_once(&mut self, stmt: &ast::Statement, params: &[Value]) -> Result<QueryResult> {
+    /// LOAD DATA: checks privileges and where the file may come from, then runs the load
+    /// as one statement (not retried: the file is read once).
+    async fn load_data(
+        &mut self,
+        mut spec: crate::load::LoadSpec,
+        client_files: &mut dyn crate::load::FileSource,
+    ) -> Result<QueryResult> {
+        use crate::users::privs;
+        // Privileges first: an account without them does not learn whether the table exists.
+        let (db, table) = crate::binder::split_name(&spec.table)?;
+        let db = db.or_else(|| self.db.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
+        let need = if spec.duplicates == crate::load::Duplicates::Replace {
+            privs::INSERT | privs::DELETE
+        } else {
+            privs::INSERT
+        };
+        if !self.allowed(need, &db, Some(&table)) {
+            return Err(crate::users::table_denied("INSERT", &self.who(), &table));
+        }
+        let (db, table) = self.table_key(&spec.table)?;
+        let mut server_file = crate::load::ServerFile::new();
+        let source: &mut dyn crate::load::FileSource = if spec.local {
+            if !self.vars.get("local_infile").and_then(|v| v.as_bool()).unwrap_or(false) {
+                return Err(crate::load::local_disabled());
+            }
+            client_files
+        } else {
+            if !self.allowed_global(privs::FILE) {
+                return Err(crate::users::specific_denied("FILE"));
+            }
+            let dir = self.engine.globals.lock().get("secure_file_priv").cloned().unwrap_or(Value::Null);
+            spec.file = crate::load::server_path(&spec.file, &dir)?;
+            &mut server_file
+        };
+        let _tables = self
+            .engine
+            .table_locks
+            .enter(self.conn_id, || Ok((vec![((db, table), true)], self.lock_wait_timeout())))
+            .await?;
+        let mut vars = Vec::new();
+        let r = self.run_in_txn_once(Work::Load(&spec, source, &mut vars)).await;
+        for (name, v) in vars {
+            self.user_vars.insert(name, v);
+        }
+        if let Ok(QueryResult::Ok { last_insert_id, .. }) = &r {
+            if *last_insert_id > 0 {
+                self.last_insert_id = *last_insert_id;
+            }
+        }
+        r
+    }
+
+    async fn run_in_txn_once(&mut self, work: Work<'_>) -> Result<QueryResult> {
         let info = self.info();
         let mut txn = match self.txn.take() {
             Some(t) => t,
@@ -1786,8 +1864,10 @@ impl Session {
             return Err(e);
         }
         // max_execution_time (ms) limits SELECTs, as in MySQL: a timer trips the kill switch.
-        let limit_ms = match stmt {
-            ast::Statement::Query(_) => self.vars.get("max_execution_time").and_then(|v| v.as_i64()).unwrap_or(0),
+        let limit_ms = match work {
+            Work::Statement(ast::Statement::Query(_), _) => {
+                self.vars.get("max_execution_time").and_then(|v| v.as_i64()).unwrap_or(0)
+            }
             _ => 0,
         };
         let interrupt = self.process.interrupt.clone();
@@ -1806,7 +1886,17 @@ impl Session {
                     interrupt.time_out();
                 }))
             });
-            context::scope(env, exec_statement(engine, &mut txn, &info, stmt, params)).await
+            let max_line = env.limits.max_allowed_packet;
+            let statement = async {
+                match work {
+                    Work::Statement(stmt, params) => exec_statement(engine, &mut txn, &info, stmt, params).await,
+                    Work::Load(spec, source, vars) => {
+                        let dml = DmlCtx { catalog: &engine.catalog, session: &info, params: &[] };
+                        crate::load::run(&dml, &mut txn, spec, source, max_line, vars).await
+                    }
+                }
+            };
+            context::scope(env, statement).await
         });
         // The last line of defence: a bug that panics fails this statement, not the server.
         // What the transaction did before cannot be trusted any more, so it is rolled back
@@ -1953,6 +2043,12 @@ impl Session {
                 };
                 self.vars.insert(var, Value::str(mode));
             }
+            "secure_file_priv" | "version" | "version_comment" | "have_ssl" | "have_openssl" | "hostname" => {
+                return Err(Error::user(
+                    Code::IncorrectGlobalLocalVar,
+                    format!("Variable '{var}' is a read only variable"),
+                ));
+            }
             "innodb_lock_wait_timeout" => {
                 let n = v.as_i64().filter(|n| *n >= 1).ok_or_else(|| {
                     Error::user(Code::WrongTypeForVar, "Incorrect argument type to variable 'innodb_lock_wait_timeout'")
@@ -2004,6 +2100,14 @@ pub(crate) fn now() -> DateTime {
     let mut d = DateTime::from_micros(epoch + us);
     d.micro = 0;
     d
+}
+
+/// What [`Session::run_in_txn_once`] runs.
+enum Work<'a> {
+    /// A query or DML statement with its parameters.
+    Statement(&'a ast::Statement, &'a [Value]),
+    /// LOAD DATA from a source; the user variables it sets go to the vector.
+    Load(&'a crate::load::LoadSpec, &'a mut dyn crate::load::FileSource, &'a mut Vec<(String, Value)>),
 }
 
 /// Runs a query or DML statement inside `txn`.

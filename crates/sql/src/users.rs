@@ -50,12 +50,14 @@ pub mod privs {
     pub const CREATE_USER: u32 = 1 << 10;
     /// GRANT OPTION.
     pub const GRANT_OPTION: u32 = 1 << 11;
+    /// FILE (LOAD DATA of a server-side file).
+    pub const FILE: u32 = 1 << 12;
     /// What `ALL [PRIVILEGES]` means on a database or table.
     pub const ALL_OBJECT: u32 = SELECT | INSERT | UPDATE | DELETE | CREATE | DROP | INDEX | ALTER;
     /// What `ALL [PRIVILEGES]` means on `*.*`.
-    pub const ALL_GLOBAL: u32 = ALL_OBJECT | PROCESS | SUPER | CREATE_USER;
+    pub const ALL_GLOBAL: u32 = ALL_OBJECT | PROCESS | FILE | SUPER | CREATE_USER;
     /// Names, in the order SHOW GRANTS prints them.
-    pub const NAMES: [(u32, &str); 11] = [
+    pub const NAMES: [(u32, &str); 12] = [
         (SELECT, "SELECT"),
         (INSERT, "INSERT"),
         (UPDATE, "UPDATE"),
@@ -63,6 +65,7 @@ pub mod privs {
         (CREATE, "CREATE"),
         (DROP, "DROP"),
         (PROCESS, "PROCESS"),
+        (FILE, "FILE"),
         (INDEX, "INDEX"),
         (ALTER, "ALTER"),
         (SUPER, "SUPER"),
@@ -342,11 +345,22 @@ impl Users {
                 root.global = privs::ALL_GLOBAL | privs::GRANT_OPTION;
                 self.put(root).await
             }
-            Some(mut root) if !password.is_empty() => {
-                root.set_password(password);
-                self.put(root).await
+            Some(mut root) => {
+                // A root made before FILE existed held every privilege there was then.
+                let before_file = privs::ALL_GLOBAL & !privs::FILE;
+                let upgrade = root.global & privs::ALL_GLOBAL == before_file;
+                if upgrade {
+                    root.global |= privs::FILE;
+                }
+                if !password.is_empty() {
+                    root.set_password(password);
+                }
+                if upgrade || !password.is_empty() {
+                    self.put(root).await
+                } else {
+                    Ok(())
+                }
             }
-            Some(_) => Ok(()),
         }
     }
 

@@ -35,6 +35,8 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("tls_version", s("TLSv1.2,TLSv1.3")),
         ("hostname", s("localhost")),
         ("init_connect", s("")),
+        ("local_infile", i(1)),
+        ("secure_file_priv", Value::Null),
         ("innodb_lock_wait_timeout", i(50)),
         ("lock_wait_timeout", i(31_536_000)),
         ("interactive_timeout", i(28800)),

@@ -71,6 +71,11 @@ struct ServerArgs {
     /// Listen on a non-loopback address even though root has no password.
     #[arg(long)]
     insecure: bool,
+    /// The directory LOAD DATA INFILE (without LOCAL) may read server-side files from
+    /// (secure_file_priv); "" allows any file. Without it, only LOCAL (the client's files)
+    /// loads.
+    #[arg(long)]
+    secure_file_priv: Option<String>,
     /// PEM certificate (chain) offered to clients that ask for TLS (`mariadb --ssl`,
     /// JDBC `sslMode=REQUIRED`). Needs --ssl-key.
     #[arg(long)]
@@ -152,6 +157,9 @@ async fn server(args: ServerArgs) -> Result<()> {
     // What the command line set, as SHOW VARIABLES reports it.
     sql.set_global_default("max_connections", strata_common::Value::Int(args.max_connections as i64));
     sql.set_global_default("connect_timeout", strata_common::Value::Int(args.connect_timeout.max(1) as i64));
+    if let Some(dir) = &args.secure_file_priv {
+        sql.set_global_default("secure_file_priv", strata_common::Value::str(dir.clone()));
+    }
     sql.set_global_default("tidb_server_memory_limit", strata_common::Value::UInt(memory_limit as u64));
     sql.set_global_default("have_ssl", strata_common::Value::str(if tls.is_some() { "YES" } else { "DISABLED" }));
     sql.set_global_default("have_openssl", strata_common::Value::str(if tls.is_some() { "YES" } else { "DISABLED" }));
