@@ -783,31 +783,6 @@ impl Engine {
         for op in &at.operations {
             let table = self.catalog.table(&db, &t)?;
             match op {
-                ast::AlterTableOperation::AddColumn { column_def, if_not_exists, column_position, .. }
-                    if column_position.is_some()
-                        || column_def.options.iter().any(|o| {
-                            matches!(
-                                o.option,
-                                ast::ColumnOption::PrimaryKey(_)
-                                    | ast::ColumnOption::Unique(_)
-                                    | ast::ColumnOption::DialectSpecific(_)
-                                    | ast::ColumnOption::Generated { .. }
-                            )
-                        }) =>
-                {
-                    if table.column_index(&column_def.name.value).is_some() {
-                        if *if_not_exists {
-                            continue;
-                        }
-                        return Err(Error::user(
-                            Code::DupFieldName,
-                            format!("Duplicate column name '{}'", column_def.name.value),
-                        ));
-                    }
-                    let (nt, from) =
-                        with_column(&table, None, column_def, column_position.as_ref(), table.next_column_id)?;
-                    self.rebuild_table(conn, lock_timeout, table, nt, from).await?;
-                }
                 ast::AlterTableOperation::ModifyColumn { col_name, data_type, options, column_position } => {
                     let def = column_def(col_name, data_type, options);
                     let at = column_at(&table, &col_name.value)?;
@@ -884,7 +859,7 @@ impl Engine {
                     let from = (0..table.columns.len()).map(Some).collect();
                     self.rebuild_table(conn, lock_timeout, table, nt, from).await?;
                 }
-                ast::AlterTableOperation::AddColumn { column_def, if_not_exists, .. } => {
+                ast::AlterTableOperation::AddColumn { column_def, if_not_exists, column_position, .. } => {
                     if table.column_index(&column_def.name.value).is_some() {
                         if *if_not_exists {
                             continue;
@@ -896,18 +871,26 @@ impl Engine {
                     }
                     let mut pk = Vec::new();
                     let mut uniques = Vec::new();
-                    let col = build_column(column_def, table.next_column_id, &mut pk, &mut uniques)?;
-                    if !pk.is_empty() || !uniques.is_empty() || col.auto_increment {
-                        return Err(Error::unsupported("ADD COLUMN with a key or AUTO_INCREMENT"));
+                    let mut col = build_column(column_def, table.next_column_id, &mut pk, &mut uniques)?;
+                    // A position, a key, AUTO_INCREMENT or a computed value rewrites every
+                    // row; a plain column only changes the definition.
+                    if column_position.is_some()
+                        || !pk.is_empty()
+                        || !uniques.is_empty()
+                        || col.auto_increment
+                        || col.generated.is_some()
+                    {
+                        let (nt, from) =
+                            with_column(&table, None, column_def, column_position.as_ref(), table.next_column_id)?;
+                        self.rebuild_table(conn, lock_timeout, table, nt, from).await?;
+                        continue;
                     }
-                    if !col.nullable && col.default.is_none() {
-                        // MySQL fills existing rows with the type's zero value; we record it as the default.
-                    }
-                    let mut nt = (*table).clone();
-                    let mut col = col;
+                    // MySQL fills existing rows with the type's zero value; it is recorded as
+                    // the default.
                     if !col.nullable && col.default.is_none() {
                         col.default = Some(DefaultValue::Text(zero_text(&col.ty)));
                     }
+                    let mut nt = (*table).clone();
                     nt.columns.push(col);
                     nt.next_column_id += 1;
                     self.catalog.put_table(nt).await?;

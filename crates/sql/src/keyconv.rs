@@ -51,7 +51,7 @@ pub fn key_conv(ty: &ColumnType, v: &Value, side: Side) -> KeyConv {
     }
     match ty {
         ColumnType::Int { bytes, unsigned } => {
-            let (min, max) = int_range(*bytes, *unsigned);
+            let (min, max) = crate::types::int_range(*bytes, *unsigned);
             match v {
                 Value::Int(_) | Value::UInt(_) | Value::Decimal(_) => {
                     let d = match v.as_decimal() {
@@ -148,15 +148,6 @@ fn out_of_range(negative: bool, side: Side) -> KeyConv {
         // col > (below min): everything; col > (above max): nothing.
         (Side::Lower, true) | (Side::Upper, false) => KeyConv::Unbounded,
         (Side::Lower, false) | (Side::Upper, true) => KeyConv::Empty,
-    }
-}
-
-fn int_range(bytes: u8, unsigned: bool) -> (i128, i128) {
-    let bits = bytes as u32 * 8;
-    if unsigned {
-        (0, (1i128 << bits) - 1)
-    } else {
-        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
     }
 }
 

@@ -46,6 +46,16 @@ pub enum ColumnType {
     Time(u8),
 }
 
+/// The smallest and largest values of an integer type of `bytes` bytes.
+pub fn int_range(bytes: u8, unsigned: bool) -> (i128, i128) {
+    let bits = bytes as u32 * 8;
+    if unsigned {
+        (0, (1i128 << bits) - 1)
+    } else {
+        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+    }
+}
+
 impl ColumnType {
     /// Whether values of this type are strings.
     pub fn is_string(&self) -> bool {
