@@ -56,6 +56,9 @@ pub struct SessionInfo {
 pub trait LiveTables: Send + Sync + std::fmt::Debug {
     /// The rows of `table` (lower case), or None when it is not one of these.
     fn rows(&self, table: &str) -> Option<Vec<Vec<Value>>>;
+    /// Whether the account may see `db` (table None) or `db`.`table` — it holds some
+    /// privilege there; other databases' and tables' rows are left out, as in MySQL.
+    fn sees(&self, db: &str, table: Option<&str>) -> bool;
 }
 
 /// One column visible to name resolution.
@@ -466,6 +469,23 @@ impl<'a> Binder<'a> {
                     if let Some(live) = &self.session.live {
                         if let Some(r) = live.rows(&tname.to_ascii_lowercase()) {
                             rows = r;
+                        } else {
+                            let at = |names: &[&str]| {
+                                cols.iter().position(|c| names.iter().any(|n| c.name.eq_ignore_ascii_case(n)))
+                            };
+                            let schema = at(&["TABLE_SCHEMA", "SCHEMA_NAME", "CONSTRAINT_SCHEMA"]);
+                            let table = at(&["TABLE_NAME"]);
+                            if let Some(sc) = schema {
+                                rows.retain(|r| {
+                                    let text =
+                                        |i: usize| r[i].to_text().map(|b| String::from_utf8_lossy(&b).into_owned());
+                                    let Some(db) = text(sc) else { return true };
+                                    if db.eq_ignore_ascii_case("information_schema") {
+                                        return true;
+                                    }
+                                    live.sees(&db, table.and_then(text).as_deref())
+                                });
+                            }
                         }
                     }
                     let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(tname.clone());

@@ -76,9 +76,18 @@ pub fn limits() -> Limits {
     CURRENT.try_with(|c| c.env.limits).unwrap_or_default()
 }
 
+/// The most warnings a statement keeps (MySQL's default `max_error_count`); later ones are
+/// dropped, so a statement warning about every one of millions of rows stays small.
+pub const MAX_WARNINGS: usize = 1024;
+
 /// Raises a warning on the running statement (`SHOW WARNINGS` lists it).
 pub fn warn(code: Code, message: impl Into<String>) {
-    let _ = CURRENT.try_with(|c| c.warnings.borrow_mut().push((code, message.into())));
+    let _ = CURRENT.try_with(|c| {
+        let mut w = c.warnings.borrow_mut();
+        if w.len() < MAX_WARNINGS {
+            w.push((code, message.into()));
+        }
+    });
 }
 
 /// Checks that a string result of `len` bytes from `function` fits `max_allowed_packet`.

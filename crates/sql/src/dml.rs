@@ -511,7 +511,9 @@ impl DmlCtx<'_> {
                 }
                 OnDuplicate::Ignore => {
                     let (name, cols, _) = &found[0];
-                    out.warnings.push((Code::DupEntry, dup_error(table, name, &row, cols).to_string()));
+                    if out.warnings.len() < crate::context::MAX_WARNINGS {
+                        out.warnings.push((Code::DupEntry, dup_error(table, name, &row, cols).to_string()));
+                    }
                     out.skipped += 1;
                 }
                 OnDuplicate::Error => {

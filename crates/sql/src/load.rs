@@ -72,23 +72,11 @@ pub fn local_disabled() -> Error {
     )
 }
 
-/// A file in the server's file system, read in pieces.
+/// A file in the server's file system (its path already checked by [`server_path`]), read
+/// in pieces.
+#[derive(Default)]
 pub struct ServerFile {
     file: Option<tokio::fs::File>,
-}
-
-impl ServerFile {
-    /// A source that opens `path` when asked (`path` already checked against
-    /// `secure_file_priv`).
-    pub fn new() -> ServerFile {
-        ServerFile { file: None }
-    }
-}
-
-impl Default for ServerFile {
-    fn default() -> Self {
-        ServerFile::new()
-    }
 }
 
 #[async_trait]
@@ -607,17 +595,9 @@ fn adjusted(col: &ColumnInfo, v: &Value) -> Value {
     let implicit = || implicit_default(col);
     match &col.ty {
         ColumnType::Int { bytes, unsigned } => {
-            let f = v.as_f64().unwrap_or(0.0).round();
-            let bits = *bytes as u32 * 8;
             let unsigned = *unsigned || col.unsigned;
-            let (min, max) = if unsigned {
-                (0.0, if bits == 64 { u64::MAX as f64 } else { ((1u64 << bits) - 1) as f64 })
-            } else if bits == 64 {
-                (i64::MIN as f64, i64::MAX as f64)
-            } else {
-                (-((1i64 << (bits - 1)) as f64), ((1i64 << (bits - 1)) - 1) as f64)
-            };
-            let f = f.clamp(min, max);
+            let (min, max) = crate::types::int_range(*bytes, unsigned);
+            let f = v.as_f64().unwrap_or(0.0).round().clamp(min as f64, max as f64);
             let n = if unsigned { Value::UInt(f as u64) } else { Value::Int(f as i64) };
             col.coerce(n).unwrap_or_else(|_| implicit())
         }
@@ -862,11 +842,11 @@ pub async fn run(
 
 /// Adds one batch's counts (its duplicate warnings are raised on the statement).
 fn tally(stored: crate::dml::Stored, deleted: u64, skipped: u64, warnings: u64) -> (u64, u64, u64) {
-    let n = stored.warnings.len() as u64;
     for (code, msg) in stored.warnings {
         crate::context::warn(code, msg);
     }
-    (deleted + stored.deleted, skipped + stored.skipped, warnings + n)
+    // One warning per skipped duplicate, kept or not.
+    (deleted + stored.deleted, skipped + stored.skipped, warnings + stored.skipped)
 }
 
 /// `@v` in a SET expression becomes a reference to the variable's slot of the row.

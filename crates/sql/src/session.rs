@@ -194,21 +194,34 @@ impl std::fmt::Debug for Live {
     }
 }
 
+/// The connections `user` may see: all of them with PROCESS (`everyone`), else its own.
+fn visible_processes(engine: &Engine, user: &str, everyone: bool) -> Vec<(u32, Arc<Process>)> {
+    engine
+        .processes
+        .lock()
+        .iter()
+        .filter(|(_, p)| everyone || p.user() == user)
+        .map(|(id, p)| (*id, p.clone()))
+        .collect()
+}
+
 impl crate::binder::LiveTables for Live {
+    fn sees(&self, db: &str, table: Option<&str>) -> bool {
+        self.engine
+            .users
+            .with(&self.user, &self.account_host, |a| match table {
+                Some(t) => a.allows_any(db, t),
+                None => a.sees_db(db),
+            })
+            .unwrap_or(false)
+    }
+
     fn rows(&self, table: &str) -> Option<Vec<Vec<Value>>> {
         use crate::users::privs;
         let global = self.engine.users.with(&self.user, &self.account_host, |a| a.global).unwrap_or(0);
         match table {
             "processlist" => {
-                let everyone = global & privs::PROCESS != 0;
-                let procs: Vec<(u32, Arc<Process>)> = self
-                    .engine
-                    .processes
-                    .lock()
-                    .iter()
-                    .filter(|(_, p)| everyone || p.user() == self.user)
-                    .map(|(id, p)| (*id, p.clone()))
-                    .collect();
+                let procs = visible_processes(&self.engine, &self.user, global & privs::PROCESS != 0);
                 match process::show(&procs, true) {
                     QueryResult::Rows { rows, .. } => Some(rows),
                     _ => Some(Vec::new()),
@@ -1567,14 +1580,7 @@ impl Session {
             ["show", "processlist"] | ["show", "full", "processlist"] => {
                 // Without PROCESS, an account sees only its own connections.
                 let everyone = self.allowed_global(crate::users::privs::PROCESS);
-                let all: Vec<(u32, Arc<Process>)> = self
-                    .engine
-                    .processes
-                    .lock()
-                    .iter()
-                    .filter(|(_, p)| everyone || p.user() == self.user)
-                    .map(|(id, p)| (*id, p.clone()))
-                    .collect();
+                let all = visible_processes(&self.engine, &self.user, everyone);
                 Some(Ok(process::show(&all, words[1] == "full")))
             }
             ["analyze", "table", ..] => {
@@ -1593,7 +1599,9 @@ impl Session {
     }
 
     fn warn(&mut self, code: Code, msg: String) {
-        self.warnings.push(("Warning", code, msg));
+        if self.warnings.len() < context::MAX_WARNINGS {
+            self.warnings.push(("Warning", code, msg));
+        }
     }
 
     /// Runs one statement.
@@ -1746,7 +1754,9 @@ impl Session {
                     .and_then(|r| self.show_where(r, crate::show::options_where(show_options)))
             }
             S::ShowTables { full, show_options, .. } => {
-                crate::show::show_tables(&self.engine.catalog, &self.db, *full, show_options)
+                // An account sees the tables it holds some privilege on, as in MySQL.
+                let visible = |db: &str, t: &str| self.with_account(|a| a.allows_any(db, t)).unwrap_or(false);
+                crate::show::show_tables(&self.engine.catalog, &self.db, *full, show_options, visible)
                     .and_then(|r| self.show_where(r, crate::show::options_where(show_options)))
             }
             S::ShowColumns { full, show_options, .. } => {
@@ -1820,7 +1830,7 @@ impl Session {
             return Err(crate::users::table_denied("INSERT", &self.who(), &table));
         }
         let (db, table) = self.table_key(&spec.table)?;
-        let mut server_file = crate::load::ServerFile::new();
+        let mut server_file = crate::load::ServerFile::default();
         let source: &mut dyn crate::load::FileSource = if spec.local {
             if !self.vars.get("local_infile").and_then(|v| v.as_bool()).unwrap_or(false) {
                 return Err(crate::load::local_disabled());

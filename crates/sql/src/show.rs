@@ -146,6 +146,7 @@ pub fn show_tables(
     current: &Option<String>,
     full: bool,
     opts: &ast::ShowStatementOptions,
+    visible: impl Fn(&str, &str) -> bool,
 ) -> Result<QueryResult> {
     let (db, pat) = show_db_and_filter(opts)?;
     let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
@@ -153,7 +154,7 @@ pub fn show_tables(
     let col = format!("Tables_in_{db}");
     let rows = tables
         .iter()
-        .filter(|t| matches(&pat, &t.name))
+        .filter(|t| matches(&pat, &t.name) && visible(&db, &t.name))
         .map(|t| {
             let mut r = vec![Value::str(t.name.clone())];
             if full {
@@ -392,8 +393,9 @@ fn text_cols(names: &[&str]) -> Vec<OutputColumn> {
 /// Rows of an information_schema table, with MySQL 8's columns (the ones tools select by
 /// name: JDBC `DatabaseMetaData`, mysqldump, SQLAlchemy reflection, GUI clients). Tables for
 /// objects Strata does not have (views, routines, triggers, partitions, files, foreign keys)
-/// exist with their columns and no rows; so do PROCESSLIST and USER_PRIVILEGES for now (SHOW
-/// PROCESSLIST and SHOW GRANTS have the data).
+/// exist with their columns and no rows; so do PROCESSLIST and USER_PRIVILEGES here (the
+/// session fills them through `binder::LiveTables`, which also hides the databases and tables
+/// an account holds no privilege on).
 pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColumn>, Vec<Vec<Value>>)> {
     let s = |v: &str| Value::str(v);
     let int = |v: i64| Value::Int(v);

@@ -36,6 +36,7 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("hostname", s("localhost")),
         ("init_connect", s("")),
         ("local_infile", i(1)),
+        ("max_error_count", i(1024)),
         ("secure_file_priv", Value::Null),
         ("innodb_lock_wait_timeout", i(50)),
         ("lock_wait_timeout", i(31_536_000)),

@@ -115,8 +115,26 @@ async fn logins_and_privileges_are_checked() {
     let dbs: Vec<String> = app.query("SHOW DATABASES").await.expect("show databases");
     assert!(!dbs.contains(&"other".to_string()));
 
-    // Revoking takes effect on the next statement.
+    // Once only the table grant is left, SHOW TABLES and information_schema list only that
+    // table, and other databases not at all.
     root.query_drop("REVOKE SELECT ON shop.* FROM app").await.expect("revoke");
+    let tables: Vec<String> = app.query("SHOW TABLES FROM shop").await.expect("show tables");
+    assert_eq!(tables, vec!["items".to_string()]);
+    let tables: Vec<String> = app
+        .query("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA <> 'information_schema'")
+        .await
+        .expect("information_schema.TABLES");
+    assert_eq!(tables, vec!["items".to_string()]);
+    let cols: Vec<String> = app
+        .query("SELECT DISTINCT TABLE_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'shop'")
+        .await
+        .expect("information_schema.COLUMNS");
+    assert_eq!(cols, vec!["items".to_string()]);
+    let schemas: Vec<String> =
+        app.query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA ORDER BY 1").await.expect("SCHEMATA");
+    assert_eq!(schemas, vec!["information_schema".to_string(), "shop".to_string()]);
+
+    // Revoking takes effect on the next statement.
     assert_eq!(error_of(&mut app, "SELECT * FROM items").await, 1142);
     assert_eq!(error_of(&mut root, "REVOKE DELETE ON nosuch.* FROM app").await, 1141);
 

@@ -92,6 +92,9 @@ async fn load_data_reads_files_with_mysql_rules() {
     c.query_drop(&load).await.expect("local load of duplicates");
     assert_eq!(c.affected_rows(), 0);
     assert_eq!(c.info(), "Records: 20000  Deleted: 0  Skipped: 20000  Warnings: 20000");
+    let kept: Vec<(String, u16, String)> = c.query("SHOW WARNINGS").await.expect("warnings");
+    assert_eq!(kept.len(), 1024, "SHOW WARNINGS keeps max_error_count of them");
+    assert_eq!(kept[0].1, 1062);
     assert_eq!(count_sum(&mut c).await, (20_000, want_sum));
 
     // REPLACE from a tab-separated file (the default format) with a column list and SET
