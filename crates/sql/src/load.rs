@@ -160,7 +160,7 @@ pub enum Target {
 pub struct Format {
     /// FIELDS TERMINATED BY (default tab).
     pub field_term: Vec<u8>,
-    /// FIELDS [OPTIONALLY] ENCLOSED BY (default none).
+    /// FIELDS `[OPTIONALLY] ENCLOSED BY` (default none).
     pub enclosed: Option<u8>,
     /// FIELDS ESCAPED BY (default backslash; `''` for none).
     pub escaped: Option<u8>,
