@@ -108,6 +108,16 @@ pub trait Client: Send + Sync + 'static {
     async fn txn_heart_beat(&self, primary: &[u8], start_ts: Timestamp, ttl_ms: u64) -> Result<bool>;
     /// Commits (`Some`) or rolls back (`None`) every lock of `start_ts` on `keys`.
     async fn resolve_locks(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Option<Timestamp>) -> Result<()>;
+    /// Garbage-collects versions no reader at or above `safe_point` can see; returns how
+    /// many it removed.
+    async fn gc(&self, safe_point: Timestamp) -> Result<u64>;
+    /// Removes every version and lock of the keys in `[start, end)` at once, outside MVCC,
+    /// and gives their space back (TiKV's UnsafeDestroyRange). Only for ranges nobody can
+    /// reach any more: the caller has seen the GC safe point pass the change that orphaned
+    /// the range.
+    async fn unsafe_destroy_range(&self, start: &[u8], end: &[u8]) -> Result<()>;
+    /// Approximate bytes the store holds on disk and in memory.
+    async fn store_size(&self) -> Result<u64>;
 }
 
 /// The timestamp oracle: strictly increasing timestamps, the only source of MVCC order.

@@ -2,11 +2,16 @@
 //! at or below the safe point is kept (unless it is a deletion) and everything older goes,
 //! as do rollback and lock-only records at or below the safe point. Readers never use a
 //! timestamp below the safe point, so what GC removes is invisible to every reader.
+//!
+//! `destroy_range` is the other half: a whole key range nobody can reach any more (a dropped
+//! table, once the safe point has passed the drop) goes at once, without MVCC, as range
+//! tombstones in every column family followed by a compaction of the range, so its space
+//! comes back now.
 
 use strata_common::{Result, Timestamp};
 use strata_storage::{Cf, WriteBatch};
 
-use crate::records::{split_versioned, versioned, Kind, Write};
+use crate::records::{encode_user_key, split_versioned, versioned, Kind, Write};
 use crate::store::MvccStore;
 
 /// What one GC pass removed.
@@ -17,6 +22,26 @@ pub struct GcStats {
 }
 
 impl MvccStore {
+    /// Removes every version, value and lock of the user keys in `[start, end)` and compacts
+    /// the range. Not transactional: only for ranges no reader or writer can reach (the
+    /// caller waits for the GC safe point to pass the change that orphaned them).
+    pub fn destroy_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
+        if start >= end {
+            return Ok(());
+        }
+        // Group encoding preserves order and no encoded key is a prefix of another, so
+        // every versioned key of a user key in [start, end) lies in [enc(start), enc(end)).
+        let (enc_start, enc_end) = (encode_user_key(start), encode_user_key(end));
+        let mut batch = WriteBatch::default();
+        batch.delete_range(Cf::Lock, start.to_vec(), end.to_vec());
+        batch.delete_range(Cf::Write, enc_start.clone(), enc_end.clone());
+        batch.delete_range(Cf::Data, enc_start.clone(), enc_end.clone());
+        self.engine().write(batch, true)?;
+        self.engine().compact_range(Cf::Lock, start, end)?;
+        self.engine().compact_range(Cf::Write, &enc_start, &enc_end)?;
+        self.engine().compact_range(Cf::Data, &enc_start, &enc_end)
+    }
+
     /// Removes versions no reader at or above `safe_point` can see.
     pub fn gc(&self, safe_point: Timestamp) -> Result<GcStats> {
         let engine = self.engine().clone();

@@ -150,4 +150,18 @@ impl Client for LocalClient {
         self.locks.wake(keys);
         Ok(())
     }
+
+    async fn gc(&self, safe_point: Timestamp) -> Result<u64> {
+        let store = self.store.clone();
+        blocking(move || store.gc(safe_point).map(|s| s.versions_removed)).await
+    }
+
+    async fn unsafe_destroy_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
+        let (store, start, end) = (self.store.clone(), start.to_vec(), end.to_vec());
+        blocking(move || store.destroy_range(&start, &end)).await
+    }
+
+    async fn store_size(&self) -> Result<u64> {
+        self.store.engine().size_bytes()
+    }
 }

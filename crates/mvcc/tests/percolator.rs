@@ -183,6 +183,54 @@ async fn gc_keeps_what_readers_above_the_safe_point_see() {
 }
 
 #[tokio::test]
+async fn destroy_range_removes_every_version_value_and_lock_of_the_range_only() {
+    let c = client();
+    let big = "x".repeat(1000); // stored in the data CF, not inline
+                                // Keys at and around group-encoding boundaries (8 bytes).
+    let inside = ["t1", "t1234567", "t12345678", "t1\u{ff}\u{ff}"];
+    let outside = ["t0zzzzzzzzz", "t2", "t"];
+    for (i, k) in inside.iter().chain(outside.iter()).enumerate() {
+        let base = 10 + 10 * i as u64;
+        write(&c, vec![put(k, &big)], base, base + 1).await;
+        write(&c, vec![put(k, "v2")], base + 2, base + 3).await;
+    }
+    // An uncommitted lock inside the range.
+    c.prewrite(prewrite(vec![put("t1lock", &big)], ts(500), LockMode::Optimistic)).await.expect("prewrite");
+
+    c.store().destroy_range(b"t1", b"t2").expect("destroy");
+
+    let engine = c.store().engine().clone();
+    for cf in [strata_storage::Cf::Data, strata_storage::Cf::Write, strata_storage::Cf::Lock] {
+        let mut cur = engine.cursor(cf, &[], &[0xFF; 16]).expect("cursor");
+        cur.seek(&[]);
+        while cur.valid().expect("valid") {
+            let key = cur.key().to_vec();
+            let user = match cf {
+                strata_storage::Cf::Lock => key.clone(),
+                _ => {
+                    let (enc, _) = strata_mvcc::records::split_versioned(&key).expect("versioned");
+                    strata_mvcc::records::decode_user_key(enc).expect("decode")
+                }
+            };
+            assert!(
+                !(user.as_slice() >= b"t1".as_slice() && user.as_slice() < b"t2".as_slice()),
+                "{cf:?} still holds {:?}",
+                String::from_utf8_lossy(&user)
+            );
+            cur.next();
+        }
+    }
+    for k in outside {
+        assert_eq!(get(&c, k, 1000).await.expect("read").as_deref(), Some("v2"), "{k} outside the range is kept");
+    }
+    assert_eq!(get(&c, "t0zzzzzzzzz", 52).await.expect("read").as_deref(), Some(big.as_str()), "old versions kept");
+    for k in inside {
+        assert_eq!(get(&c, k, 1000).await.expect("read"), None);
+    }
+    assert_eq!(get(&c, "t1lock", 1000).await.expect("no lock left"), None);
+}
+
+#[tokio::test]
 async fn a_heart_beat_keeps_a_live_transaction_from_being_judged_expired() {
     let c = client();
     // Prewritten at 1000 ms with a 3 s TTL: at 10 s it would look dead.

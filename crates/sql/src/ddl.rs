@@ -9,11 +9,12 @@
 //! in the same transaction as the change and deleted in the background; an ADD INDEX a crash
 //! interrupted is rolled back at the next start (`recover_ddl`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use sqlparser::ast;
 use strata_codec::keys::{prefix_end, table_prefix};
-use strata_common::{Code, Error, Result, Value};
+use strata_common::{Code, Error, Result, Timestamp, Value};
 use strata_kv::LockMode;
 use strata_txn::{Isolation, Transaction, TxnOptions};
 
@@ -468,36 +469,36 @@ impl Engine {
         Ok(QueryResult::ok(0))
     }
 
-    /// Deletes every key under `prefix` in batches, each batch starting after the last key
-    /// of the one before (not at the prefix again, which would walk the tombstones the
-    /// earlier batches left).
-    async fn delete_prefix(&self, prefix: Vec<u8>) -> Result<()> {
-        let end = prefix_end(&prefix);
-        let mut start = prefix;
-        loop {
-            crate::failpoint::pause("delete_range").await;
-            let mut txn = self.begin_internal().await?;
-            let batch = txn.scan(&start, &end, 10_000).await?;
-            let Some((last, _)) = batch.last() else { return Ok(()) };
-            start = last.clone();
-            start.push(0);
-            for (k, _) in batch {
-                txn.delete(k);
-            }
-            txn.commit().await?;
-        }
-    }
-
-    /// Deletes the ranges scheduled for deletion (dropped tables and indexes, truncated
-    /// rows), each batch its own transaction, then their records. Runs in the background
-    /// (`Engine::start_cleanup`), and resumes after a restart.
-    pub async fn run_pending_deletes(&self) -> Result<usize> {
+    /// Destroys the ranges scheduled for deletion (dropped tables and indexes, truncated
+    /// rows, abandoned builds) that no transaction can read any more, then their records.
+    /// A range becomes destroyable once the GC safe point has passed a timestamp taken after
+    /// its record was first seen (so after the change that orphaned it committed): every
+    /// reader that could still see the old data, and every writer that could still write
+    /// it through an old schema, has finished by then. `seen` carries those timestamps from
+    /// one pass to the next (after a restart the wait starts over). Runs in the background
+    /// (`Engine::start_background`), and resumes after a restart.
+    pub async fn destroy_orphaned_ranges(&self, seen: &mut HashMap<Vec<u8>, Timestamp>) -> Result<usize> {
         let pending = self.catalog.pending_deletes().await?;
-        for prefix in &pending {
-            self.delete_prefix(prefix.clone()).await?;
-            self.catalog.finish_delete(prefix).await?;
+        seen.retain(|p, _| pending.contains(p));
+        if pending.is_empty() {
+            return Ok(0);
         }
-        Ok(pending.len())
+        let stamp = self.oracle.get_ts().await?;
+        for p in &pending {
+            seen.entry(p.clone()).or_insert(stamp);
+        }
+        let safe = self.gc_safe_point().await?;
+        let mut destroyed = 0;
+        for prefix in &pending {
+            if seen.get(prefix).is_some_and(|first| *first <= safe) {
+                crate::failpoint::pause("delete_range").await;
+                self.client.unsafe_destroy_range(prefix, &prefix_end(prefix)).await?;
+                self.catalog.finish_delete(prefix).await?;
+                seen.remove(prefix);
+                destroyed += 1;
+            }
+        }
+        Ok(destroyed)
     }
 
     /// Rolls back schema changes a crash interrupted: an index still write-only (its

@@ -56,7 +56,16 @@ pub struct Engine {
     pub(crate) table_locks: Arc<crate::table_locks::TableLocks>,
     /// Wakes the background deletion of dropped data.
     cleanup: Arc<tokio::sync::Notify>,
+    /// How long old versions are kept for readers, in milliseconds.
+    gc_life_ms: std::sync::atomic::AtomicU64,
 }
+
+/// How often GC of old versions runs.
+const GC_RUN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+/// How often the background task looks for dropped data that has become destroyable.
+const DESTROY_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+/// Default of `--gc-life-time` (TiDB's tidb_gc_life_time default, 10 minutes).
+pub const DEFAULT_GC_LIFE: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl Engine {
     /// Opens the SQL engine on a KV client.
@@ -79,11 +88,15 @@ impl Engine {
             users,
             table_locks: Default::default(),
             cleanup: Default::default(),
+            gc_life_ms: std::sync::atomic::AtomicU64::new(DEFAULT_GC_LIFE.as_millis() as u64),
         }))
     }
 
-    /// Rolls back DDL a crash interrupted and starts deleting dropped data in the
-    /// background (also what earlier runs left), until the engine is dropped.
+    /// Rolls back DDL a crash interrupted and starts the background work, until the engine
+    /// is dropped: garbage collection of old versions behind the safe point (every
+    /// `GC_RUN_INTERVAL`) and the destruction of dropped data once no reader can see it
+    /// (also what earlier runs left; checked every `DESTROY_CHECK_INTERVAL` and whenever a
+    /// DDL statement orphans a range).
     pub async fn start_background(self: &Arc<Self>) -> Result<()> {
         let n = self.recover_ddl().await?;
         if n > 0 {
@@ -92,21 +105,58 @@ impl Engine {
         let weak = Arc::downgrade(self);
         let wake = self.cleanup.clone();
         tokio::spawn(async move {
+            let mut seen = HashMap::new();
+            let mut next_gc = tokio::time::Instant::now() + GC_RUN_INTERVAL;
             loop {
                 let Some(engine) = weak.upgrade() else { return };
-                match engine.run_pending_deletes().await {
+                match engine.destroy_orphaned_ranges(&mut seen).await {
                     Ok(0) => {}
-                    Ok(n) => tracing::debug!("deleted the data of {n} dropped table(s) or index(es)"),
-                    Err(e) => tracing::warn!("deleting dropped data failed (retried later): {e}"),
+                    Ok(n) => tracing::debug!("destroyed the data of {n} dropped table(s) or index(es)"),
+                    Err(e) => tracing::warn!("destroying dropped data failed (retried later): {e}"),
+                }
+                if tokio::time::Instant::now() >= next_gc {
+                    next_gc = tokio::time::Instant::now() + GC_RUN_INTERVAL;
+                    match engine.run_gc().await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!("gc removed {n} old versions"),
+                        Err(e) => tracing::warn!("gc failed: {e}"),
+                    }
                 }
                 drop(engine);
                 tokio::select! {
                     _ = wake.notified() => {}
-                    _ = tokio::time::sleep(std::time::Duration::from_secs(30)) => {}
+                    _ = tokio::time::sleep(DESTROY_CHECK_INTERVAL) => {}
                 }
             }
         });
         Ok(())
+    }
+
+    /// How long old versions are kept for readers (`--gc-life-time`, TiDB's
+    /// tidb_gc_life_time).
+    pub fn set_gc_life_time(&self, life: std::time::Duration) {
+        self.gc_life_ms.store(life.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// The GC safe point now: the older of (now - gc life time) and just below the oldest
+    /// running transaction's start. No reader uses a timestamp below it.
+    pub async fn gc_safe_point(&self) -> Result<Timestamp> {
+        let now = self.oracle.get_ts().await?;
+        let life = self.gc_life_ms.load(Ordering::Relaxed);
+        let mut safe = Timestamp::compose(now.physical_ms().saturating_sub(life), 0);
+        if let Some(active) = self.min_active_ts() {
+            safe = safe.min(active.prev());
+        }
+        Ok(safe)
+    }
+
+    /// One GC pass behind the current safe point; returns the versions removed.
+    pub async fn run_gc(&self) -> Result<u64> {
+        let safe = self.gc_safe_point().await?;
+        if safe == Timestamp::ZERO {
+            return Ok(0);
+        }
+        self.client.gc(safe).await
     }
 
     /// Has the background deletion look for new work.
@@ -751,8 +801,14 @@ impl Session {
     }
 
     async fn begin(&mut self, mode: Option<LockMode>) -> Result<Transaction> {
-        let txn =
-            Transaction::begin(self.engine.client.clone(), self.engine.oracle.clone(), self.txn_options(mode)).await?;
+        // Hold the GC safe point back from before the start timestamp is fetched, so a safe
+        // point computed meanwhile cannot pass it.
+        self.engine.active.lock().insert(self.conn_id, Timestamp::ZERO);
+        let txn = Transaction::begin(self.engine.client.clone(), self.engine.oracle.clone(), self.txn_options(mode))
+            .await
+            .inspect_err(|_| {
+                self.engine.active.lock().remove(&self.conn_id);
+            })?;
         self.engine.active.lock().insert(self.conn_id, txn.start_ts());
         self.schema_version = self.engine.catalog.version();
         Ok(txn)
@@ -1739,7 +1795,8 @@ impl Session {
                 let threads = self.engine.processes.lock().len();
                 let tls = if *global { None } else { self.tls.as_ref() };
                 let pending = self.engine.catalog.pending_deletes().await?.len();
-                crate::show::show_status(reads, threads, tls, pending, filter.as_ref())
+                let store_bytes = self.engine.client.store_size().await?;
+                crate::show::show_status(reads, threads, tls, pending, store_bytes, filter.as_ref())
                     .and_then(|r| self.show_where(r, crate::show::where_of(filter.as_ref())))
             }
             S::Flush { object_type: ast::FlushType::Status, .. } => {

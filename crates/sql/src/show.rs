@@ -94,6 +94,7 @@ pub fn show_status(
     threads_connected: usize,
     tls: Option<&(String, String)>,
     pending_deletes: usize,
+    store_bytes: u64,
     filter: Option<&ast::ShowStatementFilter>,
 ) -> Result<QueryResult> {
     use crate::context::Read;
@@ -105,8 +106,10 @@ pub fn show_status(
         ("Threads_connected", Value::UInt(threads_connected as u64)),
         ("Ssl_version", Value::str(ssl_version)),
         ("Ssl_cipher", Value::str(ssl_cipher)),
-        // Dropped tables and indexes whose data is still being deleted in the background.
+        // Dropped tables and indexes whose data waits for the GC safe point to be destroyed.
         ("Strata_pending_delete_ranges", Value::UInt(pending_deletes as u64)),
+        // Approximate bytes the store holds (table files and memtables).
+        ("Strata_store_bytes", Value::UInt(store_bytes)),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

@@ -4,7 +4,10 @@
 
 use std::path::Path;
 
-use rocksdb::{ColumnFamilyDescriptor, DBCompressionType, DBRawIterator, Options, ReadOptions, WriteOptions, DB};
+use rocksdb::{
+    properties, BottommostLevelCompaction, ColumnFamilyDescriptor, CompactOptions, DBCompressionType, DBRawIterator,
+    Options, ReadOptions, WriteOptions, DB,
+};
 use strata_common::{Error, Result};
 use strata_storage::engine::BatchOp;
 use strata_storage::{Cf, Cursor, Engine, WriteBatch};
@@ -87,11 +90,32 @@ impl Engine for RocksEngine {
             match op {
                 BatchOp::Put(cf, k, v) => wb.put_cf(self.handle(cf)?, k, v),
                 BatchOp::Delete(cf, k) => wb.delete_cf(self.handle(cf)?, k),
+                BatchOp::DeleteRange(cf, start, end) => wb.delete_range_cf(self.handle(cf)?, start, end),
             }
         }
         let mut wo = WriteOptions::default();
         wo.set_sync(sync);
         self.db.write_opt(wb, &wo).map_err(io)
+    }
+
+    fn compact_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<()> {
+        // Force the bottommost level too: by default RocksDB leaves it alone unless a
+        // compaction filter is set, and that is where old data sits.
+        let mut opts = CompactOptions::default();
+        opts.set_bottommost_level_compaction(BottommostLevelCompaction::Force);
+        self.db.compact_range_cf_opt(self.handle(cf)?, Some(start), Some(end), &opts);
+        Ok(())
+    }
+
+    fn size_bytes(&self) -> Result<u64> {
+        let mut total = 0;
+        for cf in Cf::ALL {
+            let h = self.handle(cf)?;
+            for prop in [properties::LIVE_SST_FILES_SIZE, properties::CUR_SIZE_ALL_MEM_TABLES] {
+                total += self.db.property_int_value_cf(h, prop).map_err(io)?.unwrap_or(0);
+            }
+        }
+        Ok(total)
     }
 }
 
@@ -117,5 +141,41 @@ mod tests {
         c.seek(b"");
         assert!(c.valid().expect("valid"));
         assert_eq!(c.key(), b"k2");
+    }
+
+    #[test]
+    fn delete_range_and_compaction_give_the_space_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = RocksEngine::open(dir.path()).expect("open");
+        // Incompressible values, so the files are as big as the data.
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        for chunk in 0..8u32 {
+            let mut b = WriteBatch::default();
+            for i in 0..1000u32 {
+                let value: Vec<u8> = (0..1024)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        seed as u8
+                    })
+                    .collect();
+                b.put(Cf::Data, format!("t{:08}", chunk * 1000 + i).into_bytes(), value);
+            }
+            b.put(Cf::Data, b"u-keep".to_vec(), b"kept".to_vec());
+            e.write(b, false).expect("write");
+        }
+        e.compact_range(Cf::Data, b"", b"\xff").expect("flush into files");
+        let before = e.size_bytes().expect("size");
+        assert!(before > 8_000_000, "8 MB written, {before} bytes held");
+
+        let mut del = WriteBatch::default();
+        del.delete_range(Cf::Data, b"t".to_vec(), b"u".to_vec());
+        e.write(del, true).expect("delete range");
+        assert_eq!(e.get(Cf::Data, b"t00000007").expect("get"), None);
+        e.compact_range(Cf::Data, b"t", b"u").expect("compact");
+        let after = e.size_bytes().expect("size");
+        assert!(after < before / 10, "space not given back: {before} bytes before, {after} after");
+        assert_eq!(e.get(Cf::Data, b"u-keep").expect("get"), Some(b"kept".to_vec()));
     }
 }

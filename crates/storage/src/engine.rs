@@ -37,6 +37,9 @@ pub enum BatchOp {
     Put(Cf, Vec<u8>, Vec<u8>),
     /// Remove `key`.
     Delete(Cf, Vec<u8>),
+    /// Remove every key in `[start, end)` (RocksDB range tombstone: constant cost, whatever
+    /// the range holds).
+    DeleteRange(Cf, Vec<u8>, Vec<u8>),
 }
 
 /// Mutations applied atomically by `Engine::write`.
@@ -55,6 +58,11 @@ impl WriteBatch {
     /// Adds a delete.
     pub fn delete(&mut self, cf: Cf, key: Vec<u8>) {
         self.ops.push(BatchOp::Delete(cf, key));
+    }
+
+    /// Adds a range deletion of `[start, end)`.
+    pub fn delete_range(&mut self, cf: Cf, start: Vec<u8>, end: Vec<u8>) {
+        self.ops.push(BatchOp::DeleteRange(cf, start, end));
     }
 
     /// Whether the batch has no mutations.
@@ -87,4 +95,10 @@ pub trait Engine: Send + Sync + 'static {
     /// Applies a batch atomically. With `sync`, it is durable (WAL fsynced) when this returns;
     /// concurrent synced writers share one fsync.
     fn write(&self, batch: WriteBatch, sync: bool) -> Result<()>;
+    /// Rewrites the files holding `[start, end)` so space that deletions freed there goes
+    /// back to the file system now rather than when background compaction gets to it.
+    fn compact_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<()>;
+    /// Approximate bytes the engine holds: live table files plus memtables, all column
+    /// families.
+    fn size_bytes(&self) -> Result<u64>;
 }

@@ -9,14 +9,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use strata_common::Timestamp;
 use strata_kv::{Client, Oracle};
 use strata_mvcc::{LocalClient, LocalOracle, MvccStore, SystemClock};
 use strata_server::{Server, ServerOptions, TlsConfig};
 use strata_sql::Engine;
 use strata_storage_rocks::RocksEngine;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::info;
 
 #[derive(Parser)]
 #[command(name = "strata", version, about = "Strata: a MySQL-compatible HTAP database")]
@@ -153,6 +152,7 @@ async fn server(args: ServerArgs) -> Result<()> {
     let client: Arc<dyn Client> = Arc::new(local);
     let sql = Engine::open(client, oracle.clone() as Arc<dyn Oracle>).await?;
     sql.users.bootstrap_root(&args.root_password).await?;
+    sql.set_gc_life_time(Duration::from_secs(args.gc_life_time));
     sql.start_background().await?;
     // What the command line set, as SHOW VARIABLES reports it.
     sql.set_global_default("max_connections", strata_common::Value::Int(args.max_connections as i64));
@@ -242,41 +242,12 @@ async fn server(args: ServerArgs) -> Result<()> {
             .await;
     });
 
-    // Garbage collection behind the safe point.
-    let gc_store = store.clone();
-    let gc_oracle = oracle.clone();
-    let gc_sql = sql.clone();
-    let life_ms = args.gc_life_time * 1000;
-    let mut gc_stop = stop_rx.clone();
-    let gc_task = tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_secs(60)) => {}
-                _ = gc_stop.changed() => return,
-            }
-            let Ok(now) = gc_oracle.get_ts().await else { continue };
-            let mut safe = Timestamp::compose(now.physical_ms().saturating_sub(life_ms), 0);
-            if let Some(active) = gc_sql.min_active_ts() {
-                safe = safe.min(active.prev());
-            }
-            let s = gc_store.clone();
-            match tokio::task::spawn_blocking(move || s.gc(safe)).await {
-                Ok(Ok(stats)) if stats.versions_removed > 0 => {
-                    info!("gc removed {} old versions", stats.versions_removed)
-                }
-                Ok(Err(e)) => warn!("gc failed: {e}"),
-                _ => {}
-            }
-        }
-    });
-
     let serve = tokio::spawn(server.run(stop_rx));
     shutdown_signal().await;
     info!("shutting down");
     let _ = stop_tx.send(true);
     let _ = serve.await;
     let _ = status_task.await;
-    gc_task.abort();
     // Make sure everything acknowledged is on disk before exit.
     engine.write(strata_storage::WriteBatch::default(), true)?;
     info!("stopped");

@@ -1,11 +1,11 @@
 //! DDL survives SIGKILL: an ADD INDEX killed mid-backfill is rolled back at the next start
 //! (no half-built index, ADMIN CHECK TABLE passes, the index can be added again), and a
-//! dropped table's data, deleted in the background, is still deleted after a kill in the
-//! middle of it (the store holds none of its keys afterwards).
+//! dropped table's data, destroyed in the background, is still destroyed after a kill in the
+//! middle of it (the store holds none of its keys afterwards). A dropped table's space comes
+//! back once no transaction can read it, and not before.
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
@@ -13,11 +13,17 @@ use mysql_async::Conn;
 
 const ENV: &[(&str, &str)] =
     &[("STRATA_FAILPOINTS", "1"), ("STRATA_FAILPOINT_PAUSE", "backfill_batch:300,delete_range:1500")];
+/// Old versions are kept for no time, so dropped data is destroyable as soon as no
+/// transaction that began before the drop is open.
+const ARGS: &[&str] = &["--gc-life-time", "0"];
+
+async fn status(c: &mut Conn, name: &str) -> u64 {
+    let row: Option<(String, u64)> = c.query_first(format!("SHOW GLOBAL STATUS LIKE '{name}'")).await.expect("status");
+    row.expect("status row").1
+}
 
 async fn pending_deletes(c: &mut Conn) -> u64 {
-    let row: Option<(String, u64)> =
-        c.query_first("SHOW GLOBAL STATUS LIKE 'Strata_pending_delete_ranges'").await.expect("status");
-    row.expect("status row").1
+    status(c, "Strata_pending_delete_ranges").await
 }
 
 async fn wait_for_cleanup(c: &mut Conn) {
@@ -37,7 +43,7 @@ async fn index_names(c: &mut Conn) -> Vec<String> {
 async fn ddl_killed_midway_recovers() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let mut server = common::StrataProcess::start_with(&data, &[], ENV);
+    let mut server = common::StrataProcess::start_with(&data, ARGS, ENV);
     common::exec(
         &server.pool(None),
         &["CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY, v INT, w VARCHAR(20), KEY kw (w))"],
@@ -60,7 +66,7 @@ async fn ddl_killed_midway_recovers() {
     server.kill();
     let _ = alter.await;
 
-    let mut server = common::StrataProcess::start_with(&data, &[], ENV);
+    let mut server = common::StrataProcess::start_with(&data, ARGS, ENV);
     let mut c = server.pool(None).get_conn().await.expect("connect");
     assert_eq!(index_names(&mut c).await, vec!["PRIMARY".to_string(), "kw".to_string()], "kv rolled back");
     c.query_drop("ADMIN CHECK TABLE d.t").await.expect("consistent after the rollback");
@@ -83,7 +89,7 @@ async fn ddl_killed_midway_recovers() {
     drop(c);
     server.kill();
 
-    let mut server = common::StrataProcess::start_with(&data, &[], ENV);
+    let mut server = common::StrataProcess::start_with(&data, ARGS, ENV);
     let mut c = server.pool(None).get_conn().await.expect("connect");
     wait_for_cleanup(&mut c).await;
     let tables: Vec<String> = c.query("SHOW TABLES FROM d").await.expect("show tables");
@@ -91,12 +97,85 @@ async fn ddl_killed_midway_recovers() {
     drop(c);
     server.stop();
 
-    // Nothing of the table is left in the store.
-    let engine: Arc<dyn strata_storage::Engine> =
-        Arc::new(strata_storage_rocks::RocksEngine::open(&data.join("kv")).expect("open store"));
-    let store = strata_mvcc::MvccStore::new(engine);
+    // Nothing of the table is left in the store, in any column family.
+    let engine = strata_storage_rocks::RocksEngine::open(&data.join("kv")).expect("open store");
     let prefix = strata_codec::keys::table_prefix(strata_common::TableId(id));
-    let left =
-        store.scan(&prefix, &strata_codec::keys::prefix_end(&prefix), strata_common::Timestamp::MAX, 10).expect("scan");
-    assert!(left.is_empty(), "{} keys of the dropped table are left", left.len());
+    let left = keys_under(&engine, &prefix);
+    assert!(left.is_empty(), "keys of the dropped table are left: {left:?}");
+}
+
+/// The column families (other than raw metadata) holding any version, value or lock of a
+/// user key under `prefix`.
+fn keys_under(engine: &dyn strata_storage::Engine, prefix: &[u8]) -> Vec<String> {
+    use strata_storage::Cf;
+    let mut found = Vec::new();
+    for cf in [Cf::Data, Cf::Write, Cf::Lock] {
+        let mut c = engine.cursor(cf, &[], &[0xFF; 32]).expect("cursor");
+        c.seek(&[]);
+        while c.valid().expect("valid") {
+            let user = match cf {
+                Cf::Lock => c.key().to_vec(),
+                _ => {
+                    let (enc, _) = strata_mvcc::records::split_versioned(c.key()).expect("versioned key");
+                    strata_mvcc::records::decode_user_key(enc).expect("user key")
+                }
+            };
+            if user.starts_with(prefix) {
+                found.push(format!("{cf:?}"));
+                break;
+            }
+            c.next();
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_table_space_comes_back_once_no_reader_needs_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = common::StrataProcess::start_with(&dir.path().join("data"), ARGS, &[]);
+    let pool = server.pool(None);
+    common::exec(&pool, &["CREATE DATABASE d", "CREATE TABLE d.big (id INT PRIMARY KEY, pad TEXT)"]).await;
+    let mut c = pool.get_conn().await.expect("connect");
+    // ~8 MB of incompressible text.
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    for start in (0..8_000).step_by(500) {
+        let values: Vec<String> = (start..start + 500)
+            .map(|i| {
+                let pad: String = (0..125)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        format!("{:08x}", seed as u32)
+                    })
+                    .collect();
+                format!("({i},'{pad}')")
+            })
+            .collect();
+        c.query_drop(format!("INSERT INTO d.big VALUES {}", values.join(","))).await.expect("insert");
+    }
+    let before = status(&mut c, "Strata_store_bytes").await;
+    assert!(before > 6_000_000, "8 MB inserted, the store reports {before} bytes");
+
+    // A transaction that read the table before the drop keeps its data alive.
+    let mut reader = pool.get_conn().await.expect("connect");
+    reader.query_drop("BEGIN").await.expect("begin");
+    let n: Option<i64> = reader.query_first("SELECT COUNT(*) FROM d.big").await.expect("count");
+    assert_eq!(n, Some(8_000));
+    c.query_drop("DROP TABLE d.big").await.expect("drop");
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(pending_deletes(&mut c).await, 1, "destroyed while a transaction from before the drop is open");
+    reader.query_drop("COMMIT").await.expect("commit");
+
+    // Now it goes, and its space with it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pending_deletes(&mut c).await > 0 {
+        assert!(Instant::now() < deadline, "the dropped table was not destroyed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let after = status(&mut c, "Strata_store_bytes").await;
+    assert!(after < before / 4, "space not given back: {before} bytes before the drop, {after} after");
+    drop((c, reader));
+    server.stop();
 }
