@@ -65,6 +65,7 @@ codes! {
     WrongAutoKey = 1075, "42000";
     CantDropFieldOrKey = 1091, "42000";
     TooBigPrecision = 1426, "42000";
+    TableDefChanged = 1412, "HY000";
     StackOverrun = 1436, "HY000";
     AutoIncReadFailed = 1467, "HY000";
     MaxPreparedStmtCountReached = 1461, "42000";

@@ -50,6 +50,8 @@ pub struct SessionInfo {
     /// The server state information_schema shows beyond the catalog (connections,
     /// accounts), as this session may see it.
     pub live: Option<Arc<dyn LiveTables>>,
+    /// The schema the statement's transaction was started under (None: the newest).
+    pub schema: Option<Arc<crate::catalog::Schema>>,
 }
 
 /// information_schema tables computed from server state rather than the catalog.
@@ -315,7 +317,24 @@ impl<'a> Binder<'a> {
             Some(d) => d,
             None => self.current_db()?,
         };
-        self.catalog.table(&db, &t)
+        self.table_info(&db, &t)
+    }
+
+    /// A table's definition as the statement's transaction sees it: from the schema its
+    /// snapshot was taken under, so a table altered, truncated or dropped since reads as it
+    /// was (writes through the old definition fail at commit, 8028). A table that exists
+    /// now but not in that schema was created after the snapshot; reading it at the
+    /// snapshot would be wrong, so it is MySQL's 1412, as InnoDB answers a consistent read
+    /// of a table created after it.
+    fn table_info(&self, db: &str, t: &str) -> Result<Arc<TableInfo>> {
+        let Some(schema) = &self.session.schema else { return self.catalog.table(db, t) };
+        match schema.try_table(db, t) {
+            Some(info) => Ok(info),
+            None if self.catalog.try_table(db, t).is_some() => {
+                Err(Error::user(Code::TableDefChanged, "Table definition has changed, please retry transaction"))
+            }
+            None => schema.table(db, t),
+        }
     }
 
     /// Plans a whole query (the top level of a statement).
@@ -492,7 +511,7 @@ impl<'a> Binder<'a> {
                     let values = rows.into_iter().map(|r| r.into_iter().map(Expr::Literal).collect()).collect();
                     return Ok(Relation::derived(Plan::Values(values), &cols, &alias));
                 }
-                let table = self.catalog.table(&db_name, &tname)?;
+                let table = self.table_info(&db_name, &tname)?;
                 let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(table.name.clone());
                 Ok(Relation::table(table, &alias))
             }
@@ -1045,7 +1064,7 @@ impl<'a> Binder<'a> {
                     let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(tname.clone());
                     return Ok(Relation::derived(Plan::Dual, &cols, &alias).scope);
                 }
-                let table = self.catalog.table(&db, &tname)?;
+                let table = self.table_info(&db, &tname)?;
                 let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(table.name.clone());
                 Relation::table(table, &alias).scope
             }

@@ -184,9 +184,41 @@ pub struct DatabaseInfo {
     pub name: String,
 }
 
+#[derive(Clone)]
 struct Db {
     info: DatabaseInfo,
     tables: BTreeMap<String, Arc<TableInfo>>,
+}
+
+/// The schema at one moment: every database and its tables. Immutable once published; a
+/// schema change publishes a new one (copy on write), so a transaction can keep binding
+/// against the schema its snapshot was taken under (`Catalog::pin`).
+#[derive(Clone, Default)]
+pub struct Schema {
+    dbs: BTreeMap<String, Db>,
+}
+
+impl std::fmt::Debug for Schema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let tables: usize = self.dbs.values().map(|d| d.tables.len()).sum();
+        write!(f, "Schema({} databases, {tables} tables)", self.dbs.len())
+    }
+}
+
+impl Schema {
+    /// Looks up a table.
+    pub fn table(&self, db: &str, name: &str) -> Result<Arc<TableInfo>> {
+        let d = self.dbs.get(&lower(db)).ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{db}'")))?;
+        d.tables
+            .get(&lower(name))
+            .cloned()
+            .ok_or_else(|| Error::user(Code::NoSuchTable, format!("Table '{db}.{name}' doesn't exist")))
+    }
+
+    /// Looks up a table, None if missing.
+    pub fn try_table(&self, db: &str, name: &str) -> Option<Arc<TableInfo>> {
+        self.dbs.get(&lower(db)).and_then(|d| d.tables.get(&lower(name)).cloned())
+    }
 }
 
 /// Per-table allocator of AUTO_INCREMENT values and hidden row ids, handing out ranges
@@ -203,7 +235,13 @@ const ID_BATCH: i64 = 1000;
 pub struct Catalog {
     client: Arc<dyn Client>,
     oracle: Arc<dyn Oracle>,
-    dbs: RwLock<BTreeMap<String, Db>>,
+    /// The newest published schema.
+    dbs: RwLock<Arc<Schema>>,
+    /// Publishing a schema change (its commit and the swap of `dbs`) holds it exclusively;
+    /// starting a transaction holds it shared across fetching the start timestamp and
+    /// taking the schema, so the schema a transaction pins is exactly the one committed
+    /// before its snapshot.
+    publish: tokio::sync::RwLock<()>,
     ranges: Mutex<BTreeMap<(i64, bool), IdRange>>,
     /// Serializes DDL on this node.
     ddl: tokio::sync::Mutex<()>,
@@ -263,7 +301,8 @@ impl Catalog {
         let cat = Catalog {
             client,
             oracle,
-            dbs: RwLock::new(BTreeMap::new()),
+            dbs: RwLock::new(Arc::new(Schema::default())),
+            publish: tokio::sync::RwLock::new(()),
             ranges: Mutex::new(BTreeMap::new()),
             ddl: tokio::sync::Mutex::new(()),
             version: std::sync::atomic::AtomicU64::new(1),
@@ -271,23 +310,62 @@ impl Catalog {
             commit_gate: tokio::sync::RwLock::new(()),
         };
         let txn = cat.begin().await?;
+        let mut schema = Schema::default();
         let db_prefix = meta_key(&["db", ""]);
         for (_, v) in txn.scan(&db_prefix, &prefix_end(&db_prefix), usize::MAX).await? {
             let info: DatabaseInfo = from_json(&v)?;
-            cat.dbs.write().insert(lower(&info.name), Db { info, tables: BTreeMap::new() });
+            schema.dbs.insert(lower(&info.name), Db { info, tables: BTreeMap::new() });
         }
         let tbl_prefix = meta_key(&["tbl", ""]);
         for (_, v) in txn.scan(&tbl_prefix, &prefix_end(&tbl_prefix), usize::MAX).await? {
             let t: TableInfo = from_json(&v)?;
-            if let Some(db) = cat.dbs.write().get_mut(&lower(&t.db)) {
+            if let Some(db) = schema.dbs.get_mut(&lower(&t.db)) {
                 db.tables.insert(lower(&t.name), Arc::new(t));
             }
         }
+        *cat.dbs.write() = Arc::new(schema);
         Ok(cat)
     }
 
     async fn begin(&self) -> Result<Transaction> {
         Transaction::begin(self.client.clone(), self.oracle.clone(), ddl_txn_opts()).await
+    }
+
+    /// Runs `start` (which fetches a transaction's start timestamp) and returns with it the
+    /// schema committed before that timestamp and its version: what the transaction binds
+    /// its statements against.
+    pub async fn pin<T>(&self, start: impl std::future::Future<Output = Result<T>>) -> Result<(T, Arc<Schema>, u64)> {
+        let _shared = self.publish.read().await;
+        let started = start.await?;
+        Ok((started, self.dbs.read().clone(), self.version()))
+    }
+
+    /// The newest schema.
+    pub fn current(&self) -> Arc<Schema> {
+        self.dbs.read().clone()
+    }
+
+    /// Commits a schema change and publishes it: `change` edits a copy of the schema and
+    /// returns the ids of the tables it changed (their versions are bumped). Both happen
+    /// under the publish lock, so no transaction starts between them, and under the commit
+    /// gate, so no user commit is between its schema check and its end meanwhile: one that
+    /// checked before has finished (below this change's commit timestamp), one that checks
+    /// after sees the bumped versions (8028 if it wrote a changed table).
+    async fn commit_schema(
+        &self,
+        txn: Transaction,
+        change: impl FnOnce(&mut Schema) -> Result<Vec<i64>>,
+    ) -> Result<()> {
+        let _exclusive = self.publish.write().await;
+        let _no_commits = self.commit_gate.write().await;
+        txn.commit().await?;
+        let mut next = (**self.dbs.read()).clone();
+        let changed = change(&mut next);
+        *self.dbs.write() = Arc::new(next);
+        for id in changed? {
+            self.mark_changed(id);
+        }
+        Ok(())
     }
 
     /// Takes the node's DDL lock (DDL statements run one at a time).
@@ -319,43 +397,38 @@ impl Catalog {
 
     /// Database names.
     pub fn databases(&self) -> Vec<String> {
-        self.dbs.read().values().map(|d| d.info.name.clone()).collect()
+        self.dbs.read().dbs.values().map(|d| d.info.name.clone()).collect()
     }
 
     /// Whether a database exists.
     pub fn has_database(&self, name: &str) -> bool {
-        self.dbs.read().contains_key(&lower(name))
+        self.dbs.read().dbs.contains_key(&lower(name))
     }
 
     /// Tables of a database (None if the database does not exist).
     pub fn tables(&self, db: &str) -> Option<Vec<Arc<TableInfo>>> {
-        self.dbs.read().get(&lower(db)).map(|d| d.tables.values().cloned().collect())
+        self.dbs.read().dbs.get(&lower(db)).map(|d| d.tables.values().cloned().collect())
     }
 
-    /// Looks up a table.
+    /// Looks up a table in the newest schema.
     pub fn table(&self, db: &str, name: &str) -> Result<Arc<TableInfo>> {
-        let dbs = self.dbs.read();
-        let d = dbs.get(&lower(db)).ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{db}'")))?;
-        d.tables
-            .get(&lower(name))
-            .cloned()
-            .ok_or_else(|| Error::user(Code::NoSuchTable, format!("Table '{db}.{name}' doesn't exist")))
+        self.dbs.read().table(db, name)
     }
 
-    /// Looks up a table, None if missing.
+    /// Looks up a table in the newest schema, None if missing.
     pub fn try_table(&self, db: &str, name: &str) -> Option<Arc<TableInfo>> {
-        self.dbs.read().get(&lower(db)).and_then(|d| d.tables.get(&lower(name)).cloned())
+        self.dbs.read().try_table(db, name)
     }
 
     /// Creates a database.
     pub async fn create_database(&self, name: &str) -> Result<()> {
         let mut txn = self.begin().await?;
         txn.put(meta_key(&["db", &lower(name)]), json(&DatabaseInfo { name: name.to_string() })?);
-        txn.commit().await?;
-        self.dbs
-            .write()
-            .insert(lower(name), Db { info: DatabaseInfo { name: name.to_string() }, tables: BTreeMap::new() });
-        Ok(())
+        self.commit_schema(txn, |s| {
+            s.dbs.insert(lower(name), Db { info: DatabaseInfo { name: name.to_string() }, tables: BTreeMap::new() });
+            Ok(Vec::new())
+        })
+        .await
     }
 
     /// Drops a database and its tables' metadata; returns the dropped tables (whose data
@@ -369,11 +442,11 @@ impl Catalog {
         }
         let data: Vec<Vec<u8>> = tables.iter().map(|t| strata_codec::keys::table_prefix(t.table_id())).collect();
         schedule_deletes(&mut txn, &data);
-        txn.commit().await?;
-        self.dbs.write().remove(&lower(name));
-        for t in &tables {
-            self.mark_changed(t.id);
-        }
+        self.commit_schema(txn, |s| {
+            s.dbs.remove(&lower(name));
+            Ok(tables.iter().map(|t| t.id).collect())
+        })
+        .await?;
         Ok(tables)
     }
 
@@ -419,8 +492,7 @@ impl Catalog {
         txn.put(meta_key(&["tbl", &lower(&table.db), &lower(&table.name)]), json(&table)?);
         txn.delete(building_key(built));
         schedule_deletes(&mut txn, &[old_rows]);
-        txn.commit().await?;
-        self.cache_table(table)
+        self.commit_table(txn, table).await
     }
 
     /// Marks the range under `prefix` deleted.
@@ -461,23 +533,24 @@ impl Catalog {
         let mut txn = self.begin().await?;
         txn.put(meta_key(&["tbl", &lower(&table.db), &lower(&table.name)]), json(&table)?);
         schedule_deletes(&mut txn, deletes);
-        txn.commit().await?;
-        self.cache_table(table)
+        self.commit_table(txn, table).await
     }
 
-    /// Puts a stored definition into the cache, then bumps the version: whoever reads the
-    /// new version binds against the new definition.
-    fn cache_table(&self, table: TableInfo) -> Result<()> {
-        let id = table.id;
-        {
-            let mut dbs = self.dbs.write();
-            let db = dbs
+    /// Commits a transaction that stored `table`'s definition and publishes the definition
+    /// (bumping the table's version: whoever binds afterwards sees the new definition).
+    async fn commit_table(&self, txn: Transaction, table: TableInfo) -> Result<()> {
+        self.commit_schema(txn, |s| {
+            let id = table.id;
+            let db = s
+                .dbs
                 .get_mut(&lower(&table.db))
                 .ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{}'", table.db)))?;
-            db.tables.insert(lower(&table.name), Arc::new(table));
-        }
-        self.mark_changed(id);
-        Ok(())
+            let replaced = db.tables.insert(lower(&table.name), Arc::new(table));
+            // A new id (TRUNCATE, a rebuild) changes the old one too: writes through the
+            // old definition must not commit.
+            Ok(std::iter::once(id).chain(replaced.map(|old| old.id).filter(|old| *old != id)).collect())
+        })
+        .await
     }
 
     /// Removes a table's definition and schedules its data (`deletes`) for background
@@ -486,12 +559,11 @@ impl Catalog {
         let mut txn = self.begin().await?;
         txn.delete(meta_key(&["tbl", &lower(db), &lower(name)]));
         schedule_deletes(&mut txn, deletes);
-        txn.commit().await?;
-        let removed = self.dbs.write().get_mut(&lower(db)).and_then(|d| d.tables.remove(&lower(name)));
-        if let Some(t) = removed {
-            self.mark_changed(t.id);
-        }
-        Ok(())
+        self.commit_schema(txn, |s| {
+            let removed = s.dbs.get_mut(&lower(db)).and_then(|d| d.tables.remove(&lower(name)));
+            Ok(removed.map(|t| t.id).into_iter().collect())
+        })
+        .await
     }
 
     /// The next AUTO_INCREMENT value (`row_id` = false) or hidden row id (true) of a table.

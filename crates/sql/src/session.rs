@@ -185,6 +185,7 @@ impl Engine {
             user_vars: HashMap::new(),
             txn: None,
             schema_version: 0,
+            schema: None,
             explicit: false,
             last_insert_id: 0,
             warnings: Vec::new(),
@@ -330,6 +331,8 @@ pub struct Session {
     txn: Option<Transaction>,
     /// The schema version when `txn` began (see `Engine::commit_txn`).
     schema_version: u64,
+    /// The schema the open transaction binds against (None outside a transaction).
+    schema: Option<Arc<crate::catalog::Schema>>,
     explicit: bool,
     last_insert_id: u64,
     warnings: Vec<(&'static str, Code, String)>,
@@ -759,6 +762,7 @@ impl Session {
             row_count: 0,
             vars: Arc::new(self.vars.clone()),
             user_vars: Arc::new(self.user_vars.clone()),
+            schema: self.schema.clone(),
             live: Some(Arc::new(Live {
                 engine: self.engine.clone(),
                 user: self.user.clone(),
@@ -804,18 +808,20 @@ impl Session {
         // Hold the GC safe point back from before the start timestamp is fetched, so a safe
         // point computed meanwhile cannot pass it.
         self.engine.active.lock().insert(self.conn_id, Timestamp::ZERO);
-        let txn = Transaction::begin(self.engine.client.clone(), self.engine.oracle.clone(), self.txn_options(mode))
-            .await
-            .inspect_err(|_| {
-                self.engine.active.lock().remove(&self.conn_id);
-            })?;
+        let start = Transaction::begin(self.engine.client.clone(), self.engine.oracle.clone(), self.txn_options(mode));
+        let (txn, schema, version) = self.engine.catalog.pin(start).await.inspect_err(|_| {
+            self.engine.active.lock().remove(&self.conn_id);
+        })?;
         self.engine.active.lock().insert(self.conn_id, txn.start_ts());
-        self.schema_version = self.engine.catalog.version();
+        // The transaction binds against the schema its snapshot was taken under.
+        self.schema = Some(schema);
+        self.schema_version = version;
         Ok(txn)
     }
 
     fn finish_txn(&mut self) {
         self.engine.active.lock().remove(&self.conn_id);
+        self.schema = None;
         self.savepoints.clear();
     }
 
@@ -1920,11 +1926,11 @@ impl Session {
     }
 
     async fn run_in_txn_once(&mut self, work: Work<'_>) -> Result<QueryResult> {
-        let info = self.info();
         let mut txn = match self.txn.take() {
             Some(t) => t,
             None => self.begin(None).await?,
         };
+        let info = self.info();
         let single = !self.explicit && self.autocommit();
         if let Err(e) = txn.start_statement().await {
             self.txn = Some(txn);

@@ -40,6 +40,58 @@ async fn anomalies() {
     anomaly_write_skew_allowed_under_si(&server).await;
     lock_wait_timeout_and_deadlock(&server).await;
     pessimistic_writes_read_the_latest_rows(&server).await;
+    schema_changes_do_not_change_a_snapshot(&server).await;
+}
+
+/// A transaction binds against the schema its snapshot was taken under: a table truncated,
+/// rebuilt or dropped after BEGIN still reads as it was at the snapshot (its data is kept
+/// until the transaction ends), writes through the old definition fail at commit (8028),
+/// and a table created after the snapshot is 1412, as InnoDB answers.
+async fn schema_changes_do_not_change_a_snapshot(server: &common::StrataProcess) {
+    let pool = setup(server, "schema_snap").await;
+    let mut a = pool.get_conn().await.expect("conn");
+    let mut b = pool.get_conn().await.expect("conn");
+    let count = |c: &'static str| format!("SELECT COUNT(*), COALESCE(SUM(v), 0) FROM {c}");
+
+    // TRUNCATE after the snapshot.
+    a.query_drop("BEGIN").await.expect("begin");
+    let seen: Option<(i64, i64)> = a.query_first(count("t")).await.expect("read");
+    assert_eq!(seen, Some((2, 3)));
+    b.query_drop("TRUNCATE TABLE t").await.expect("truncate");
+    b.query_drop("INSERT INTO t VALUES (7, 70)").await.expect("insert after truncate");
+    let again: Option<(i64, i64)> = a.query_first(count("t")).await.expect("read again");
+    assert_eq!(again, seen, "the snapshot still sees the rows from before the TRUNCATE");
+    a.query_drop("COMMIT").await.expect("commit");
+    let now: Option<(i64, i64)> = a.query_first(count("t")).await.expect("read after");
+    assert_eq!(now, Some((1, 70)));
+
+    // A rebuild (column type change) after the snapshot; a write through the old
+    // definition cannot commit.
+    a.query_drop("BEGIN").await.expect("begin");
+    let seen: Option<(i64, i64)> = a.query_first(count("t")).await.expect("read");
+    b.query_drop("ALTER TABLE t MODIFY v BIGINT").await.expect("alter");
+    b.query_drop("INSERT INTO t VALUES (8, 80)").await.expect("insert after alter");
+    let again: Option<(i64, i64)> = a.query_first(count("t")).await.expect("read again");
+    assert_eq!(again, seen, "the snapshot reads the table as it was");
+    a.query_drop("UPDATE t SET v = v + 1 WHERE id = 7").await.expect("update through the old definition");
+    let e = a.query_drop("COMMIT").await.expect_err("stale write must not commit");
+    assert_eq!(code(&e), Some(8028), "{e}");
+    let now: Option<(i64, i64)> = a.query_first(count("t")).await.expect("read after");
+    assert_eq!(now, Some((2, 150)), "nothing of the failed transaction landed");
+
+    // A table created after the snapshot; one dropped after it.
+    a.query_drop("BEGIN").await.expect("begin");
+    let seen: Option<(i64, i64)> = a.query_first(count("t")).await.expect("read");
+    b.query_drop("CREATE TABLE t_new (id INT PRIMARY KEY, v INT)").await.expect("create");
+    let e = a.query_drop("SELECT * FROM t_new").await.expect_err("created after the snapshot");
+    assert_eq!(code(&e), Some(1412), "{e}");
+    b.query_drop("DROP TABLE t").await.expect("drop");
+    let again: Option<(i64, i64)> = a.query_first(count("t")).await.expect("read a dropped table");
+    assert_eq!(again, seen, "the snapshot still reads the dropped table");
+    a.query_drop("COMMIT").await.expect("commit");
+    let e = a.query_drop("SELECT * FROM t").await.expect_err("dropped");
+    assert_eq!(code(&e), Some(1146), "{e}");
+    a.query_drop("SELECT * FROM t_new").await.expect("visible to a new transaction");
 }
 
 /// Pessimistic UPDATE, DELETE and SELECT ... FOR UPDATE read the latest committed rows, as
