@@ -91,7 +91,9 @@ pub trait Client: Send + Sync + 'static {
     /// Reads up to `limit` entries of `[start, end)` at `ts`, in key order.
     async fn scan(&self, start: &[u8], end: &[u8], ts: Timestamp, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
     /// Takes pessimistic locks; waits for holders up to the timeout, detecting deadlocks.
-    async fn pessimistic_lock(&self, req: PessimisticLockRequest) -> Result<()>;
+    /// Returns the keys' latest committed values (in request order), read in the same pass:
+    /// once the keys are locked nothing can commit past them.
+    async fn pessimistic_lock(&self, req: PessimisticLockRequest) -> Result<Vec<Option<Vec<u8>>>>;
     /// Prewrites mutations: checks for conflicts and leaves locks with the staged values.
     async fn prewrite(&self, req: PrewriteRequest) -> Result<()>;
     /// Commits keys prewritten by `start_ts` at `commit_ts`. Committing the primary key is the

@@ -67,14 +67,14 @@ impl LocalClient {
 #[async_trait]
 impl Client for LocalClient {
     async fn batch_get(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
-        keys.iter().map(|k| self.store.get(k, ts)).collect()
+        self.store.batch_get(keys, ts)
     }
 
     async fn scan(&self, start: &[u8], end: &[u8], ts: Timestamp, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.store.scan(start, end, ts, limit)
     }
 
-    async fn pessimistic_lock(&self, req: PessimisticLockRequest) -> Result<()> {
+    async fn pessimistic_lock(&self, req: PessimisticLockRequest) -> Result<Vec<Option<Vec<u8>>>> {
         let deadline = req.wait_timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         let req = Arc::new(req);
         // The key we last found locked, and the notifier for its release. The `Notified`
@@ -88,8 +88,10 @@ impl Client for LocalClient {
                 f.as_mut().enable();
             }
             let (store, r) = (self.store.clone(), req.clone());
-            let blocked = blocking(move || store.pessimistic_lock(&r, false)).await?;
-            let Some(b) = blocked else { return Ok(()) };
+            let b = match blocking(move || store.pessimistic_lock(&r, false)).await? {
+                Ok(values) => return Ok(values),
+                Err(blocked) => blocked,
+            };
             let Some(deadline) = deadline else { return Err(Error::LockWaitTimeout) };
             let same_key = watching.as_ref().is_some_and(|(k, _)| *k == b.key);
             let Some(fut) = notified.filter(|_| same_key) else {

@@ -25,6 +25,20 @@ pub struct MvccStore {
     latches: Latches,
 }
 
+/// What one walk over a key's write records found (`MvccStore::history`).
+#[derive(Default)]
+struct History {
+    /// The newest record that is not a rollback (a conflict check's subject).
+    newest: Option<(Timestamp, Write)>,
+    /// The record the transaction itself left (commit or rollback).
+    own: Option<(Timestamp, Write)>,
+    /// The newest Put or Delete: the key's latest committed value.
+    data: Option<Write>,
+}
+
+/// The full keyspace of the write CF, for a cursor reused across the keys of one command.
+const WRITE_CF_END: [u8; 16] = [0xFF; 16];
+
 /// What blocked a pessimistic lock request: another transaction's lock.
 #[derive(Clone, Debug)]
 pub struct Blocked {
@@ -109,6 +123,48 @@ impl MvccStore {
         }
     }
 
+    /// Reads `keys` at `ts`, with one write-CF cursor for all of them (a cursor is costly to
+    /// open; a seek is not). Fails on the first key locked for a reader at `ts`.
+    pub fn batch_get(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
+        if keys.len() == 1 {
+            return Ok(vec![self.get(&keys[0], ts)?]);
+        }
+        // Every lock first, then the cursor (which sees the engine as of its opening): a
+        // transaction that committed below `ts` either still has its lock when the lock is
+        // checked or has its commit record before the cursor opens (see the module docs).
+        for key in keys {
+            if let Some(l) = self.load_lock(key)? {
+                if Self::blocks_read(&l, ts) {
+                    return Err(lock_info(key, &l));
+                }
+            }
+        }
+        let mut c = self.engine.cursor(Cf::Write, &[], &WRITE_CF_END)?;
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            let enc = encode_user_key(key);
+            c.seek(&versioned(&enc, ts));
+            let mut found = None;
+            while c.valid()? {
+                let (k, _) = split_versioned(c.key())?;
+                if k != enc.as_slice() {
+                    break;
+                }
+                let w = Write::decode(c.value())?;
+                if matches!(w.kind, Kind::Put | Kind::Delete) {
+                    found = Some(w);
+                    break;
+                }
+                c.next();
+            }
+            out.push(match found {
+                Some(w) => self.value_of(&enc, w)?,
+                None => None,
+            });
+        }
+        Ok(out)
+    }
+
     /// Reads up to `limit` live entries of `[start, end)` at `ts`.
     pub fn scan(&self, start: &[u8], end: &[u8], ts: Timestamp, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         // Open the lock cursor before the write cursor: see the module docs.
@@ -186,40 +242,66 @@ impl MvccStore {
         Ok(None)
     }
 
-    /// The newest commit timestamp of any data-changing or lock record of `key`.
-    fn newest_commit(&self, enc: &[u8]) -> Result<Option<(Timestamp, Write)>> {
-        let mut upper = enc.to_vec();
-        upper.extend_from_slice(&[0xFF; 9]);
-        let mut c = self.engine.cursor(Cf::Write, enc, &upper)?;
+    /// Walks `enc`'s write records once (newest first) with a cursor shared by the keys of
+    /// one command, collecting what the lock and prewrite checks and the value read need:
+    /// one seek per key, and for a key never written (a bulk insert's) nothing more.
+    fn history(c: &mut dyn strata_storage::Cursor, enc: &[u8], start_ts: Timestamp) -> Result<History> {
+        let mut h = History::default();
         c.seek(enc);
         while c.valid()? {
             let (k, commit_ts) = split_versioned(c.key())?;
             if k != enc {
                 break;
             }
+            if h.newest.is_some() && h.data.is_some() && commit_ts < start_ts {
+                break; // nothing left to find: the own record is never below start_ts
+            }
             let w = Write::decode(c.value())?;
-            if w.kind != Kind::Rollback {
-                return Ok(Some((commit_ts, w)));
+            if h.own.is_none() && commit_ts >= start_ts && w.start_ts == start_ts {
+                h.own = Some((commit_ts, w.clone()));
+            }
+            if h.data.is_none() && matches!(w.kind, Kind::Put | Kind::Delete) {
+                h.data = Some(w.clone());
+            }
+            if h.newest.is_none() && w.kind != Kind::Rollback {
+                h.newest = Some((commit_ts, w));
             }
             c.next();
         }
-        Ok(None)
+        Ok(h)
     }
 
-    /// Takes pessimistic locks on all keys, or on none: returns `Ok(Some(blocked))` if another
-    /// transaction holds one of them (the caller waits and retries).
-    pub fn pessimistic_lock(&self, req: &PessimisticLockRequest, sync: bool) -> Result<Option<Blocked>> {
+    /// Takes pessimistic locks on all keys, or on none. Returns the keys' latest committed
+    /// values (in `req.keys` order; with every key locked nothing can commit past them),
+    /// or `Err(blocked)` inside if another transaction holds one of them (the caller waits
+    /// and retries).
+    #[allow(clippy::type_complexity)]
+    pub fn pessimistic_lock(
+        &self,
+        req: &PessimisticLockRequest,
+        sync: bool,
+    ) -> Result<std::result::Result<Vec<Option<Vec<u8>>>, Blocked>> {
         let _g = self.latches.acquire(req.keys.iter());
         let mut batch = WriteBatch::default();
+        let mut values = Vec::with_capacity(req.keys.len());
+        let mut c = self.engine.cursor(Cf::Write, &[], &WRITE_CF_END)?;
         for key in &req.keys {
-            if let Some(l) = self.load_lock(key)? {
-                if l.start_ts == req.start_ts {
-                    continue;
+            let lock = self.load_lock(key)?;
+            if let Some(l) = &lock {
+                if l.start_ts != req.start_ts {
+                    return Ok(Err(Blocked { key: key.clone(), holder: l.start_ts }));
                 }
-                return Ok(Some(Blocked { key: key.clone(), holder: l.start_ts }));
             }
             let enc = encode_user_key(key);
-            if let Some((commit_ts, w)) = self.newest_commit(&enc)? {
+            let h = Self::history(&mut *c, &enc, req.start_ts)?;
+            values.push(match h.data {
+                Some(w) => self.value_of(&enc, w)?,
+                None => None,
+            });
+            if lock.is_some() {
+                continue; // ours already
+            }
+            if let Some((commit_ts, w)) = h.newest {
                 if commit_ts > req.for_update_ts {
                     return Err(Error::WriteConflict {
                         start_ts: req.start_ts,
@@ -231,7 +313,7 @@ impl MvccStore {
                     return Err(Error::TxnRolledBack(req.start_ts));
                 }
             }
-            if self.find_own_write(&enc, req.start_ts)?.is_some() {
+            if h.own.is_some() {
                 return Err(Error::TxnRolledBack(req.start_ts));
             }
             let lock = Lock {
@@ -244,16 +326,18 @@ impl MvccStore {
             };
             batch.put(Cf::Lock, key.clone(), lock.encode());
         }
+        drop(c);
         if !batch.is_empty() {
             self.engine.write(batch, sync)?;
         }
-        Ok(None)
+        Ok(Ok(values))
     }
 
     /// Prewrite: checks conflicts on every key, then stages all values under locks.
     pub fn prewrite(&self, req: &PrewriteRequest, sync: bool) -> Result<()> {
         let _g = self.latches.acquire(req.mutations.iter().map(|m| m.key()));
         let mut batch = WriteBatch::default();
+        let mut c = self.engine.cursor(Cf::Write, &[], &WRITE_CF_END)?;
         for (i, m) in req.mutations.iter().enumerate() {
             let key = m.key();
             let enc = encode_user_key(key);
@@ -267,7 +351,8 @@ impl MvccStore {
                 Some(l) => return Err(lock_info(key, &l)),
                 None if must_hold => return Err(Error::TxnRolledBack(req.start_ts)),
                 None => {
-                    if let Some((commit_ts, w)) = self.newest_commit(&enc)? {
+                    let h = Self::history(&mut *c, &enc, req.start_ts)?;
+                    if let Some((commit_ts, w)) = h.newest {
                         if req.mode == LockMode::Optimistic && commit_ts > req.start_ts {
                             return Err(Error::WriteConflict {
                                 start_ts: req.start_ts,
@@ -279,7 +364,7 @@ impl MvccStore {
                             return Err(Error::TxnRolledBack(req.start_ts));
                         }
                     }
-                    if let Some((_, w)) = self.find_own_write(&enc, req.start_ts)? {
+                    if let Some((_, w)) = h.own {
                         if w.kind == Kind::Rollback {
                             return Err(Error::TxnRolledBack(req.start_ts));
                         }

@@ -132,6 +132,33 @@ async fn pessimistic_lock_conflicts_waits_and_times_out() {
 }
 
 #[tokio::test]
+async fn pessimistic_lock_returns_the_latest_committed_values() {
+    let c = client();
+    let big = "b".repeat(600); // kept in the data CF
+    write(&c, vec![put("k1", "old"), put("k2", &big), put("k3", "gone")], 10, 11).await;
+    write(&c, vec![put("k1", "new"), Mutation::Delete(b"k3".to_vec())], 12, 13).await;
+    // A lock-only record on k1 after its last value, and a rollback: neither is a value.
+    write(&c, vec![Mutation::Lock(b"k1".to_vec())], 14, 15).await;
+    c.rollback(&[b"k2".to_vec()], ts(16)).await.expect("rollback");
+    let keys: Vec<Vec<u8>> = ["k3", "k1", "absent", "k2"].iter().map(|k| k.as_bytes().to_vec()).collect();
+    let req = PessimisticLockRequest {
+        keys: keys.clone(),
+        primary: keys[0].clone(),
+        start_ts: ts(20),
+        for_update_ts: ts(20),
+        ttl_ms: 3000,
+        wait_timeout_ms: None,
+    };
+    let values = c.pessimistic_lock(req.clone()).await.expect("lock");
+    let expected = vec![None, Some(b"new".to_vec()), None, Some(big.as_bytes().to_vec())];
+    assert_eq!(values, expected);
+    // Locking again (already ours) reads the same.
+    assert_eq!(c.pessimistic_lock(req).await.expect("relock"), expected);
+    // And a batch read agrees, key by key.
+    assert_eq!(c.batch_get(&keys, ts(20)).await.expect("batch get"), expected);
+}
+
+#[tokio::test]
 async fn deadlock_victim_gets_an_error() {
     let c = client();
     let lock = |k: &str, start: u64, wait: Option<u64>| PessimisticLockRequest {

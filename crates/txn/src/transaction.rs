@@ -11,7 +11,7 @@
 //! UPDATE, DELETE and SELECT ... FOR UPDATE. Plain SELECTs read the snapshot: `start_ts`
 //! under REPEATABLE READ, a fresh timestamp per statement under READ COMMITTED.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -326,6 +326,8 @@ impl Transaction {
         }
         let to_lock: Vec<Vec<u8>> = keys.iter().filter(|k| !self.locked.contains(*k)).cloned().collect();
         let mut read_ts = self.read_ts;
+        // The committed values the lock command read, by key.
+        let mut read: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
         if !to_lock.is_empty() {
             let primary = self.primary.get_or_insert_with(|| to_lock[0].clone()).clone();
             loop {
@@ -339,8 +341,9 @@ impl Transaction {
                     wait_timeout_ms: Some(self.opts.lock_wait_timeout_ms),
                 };
                 match self.client.pessimistic_lock(req).await {
-                    Ok(()) => {
+                    Ok(values) => {
                         read_ts = for_update_ts;
+                        read.extend(to_lock.iter().cloned().zip(values));
                         break;
                     }
                     Err(Error::WriteConflict { .. }) => continue,
@@ -352,7 +355,20 @@ impl Transaction {
         } else {
             read_ts = read_ts.max(self.oracle.get_ts().await?);
         }
-        self.get_overlaid(keys, read_ts).await
+        // Keys locked earlier (and not written since) are read now, at the same timestamp.
+        let unread: Vec<Vec<u8>> =
+            keys.iter().filter(|k| self.buffered(k).is_none() && !read.contains_key(*k)).cloned().collect();
+        if !unread.is_empty() {
+            let values = self.get_at(&unread, read_ts).await?;
+            read.extend(unread.into_iter().zip(values));
+        }
+        Ok(keys
+            .iter()
+            .map(|k| match self.buffered(k) {
+                Some(v) => v.clone(),
+                None => read.get(k).cloned().flatten(),
+            })
+            .collect())
     }
 
     /// Buffers a write of `key`.
