@@ -95,7 +95,7 @@ pub trait Client: Send + Sync + 'static {
     /// once the keys are locked nothing can commit past them.
     async fn pessimistic_lock(&self, req: PessimisticLockRequest) -> Result<Vec<Option<Vec<u8>>>>;
     /// Prewrites mutations: checks for conflicts and leaves locks with the staged values.
-    async fn prewrite(&self, req: PrewriteRequest) -> Result<()>;
+    async fn prewrite(&self, req: std::sync::Arc<PrewriteRequest>) -> Result<()>;
     /// Commits keys prewritten by `start_ts` at `commit_ts`. Committing the primary key is the
     /// transaction's commit point. Durable when this returns.
     async fn commit(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp) -> Result<()>;

@@ -113,7 +113,7 @@ impl Client for LocalClient {
         }
     }
 
-    async fn prewrite(&self, req: PrewriteRequest) -> Result<()> {
+    async fn prewrite(&self, req: Arc<PrewriteRequest>) -> Result<()> {
         let store = self.store.clone();
         blocking(move || store.prewrite(&req, false)).await
     }

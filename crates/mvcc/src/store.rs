@@ -123,6 +123,23 @@ impl MvccStore {
         }
     }
 
+    /// From the cursor's position (on one of `enc`'s versions, newest first), the first
+    /// data record (Put or Delete) of `enc`, skipping lock and rollback records.
+    fn data_record(c: &mut dyn strata_storage::Cursor, enc: &[u8]) -> Result<Option<Write>> {
+        while c.valid()? {
+            let (k, _) = split_versioned(c.key())?;
+            if k != enc {
+                break;
+            }
+            let w = Write::decode(c.value())?;
+            if matches!(w.kind, Kind::Put | Kind::Delete) {
+                return Ok(Some(w));
+            }
+            c.next();
+        }
+        Ok(None)
+    }
+
     /// Reads `keys` at `ts`, with one write-CF cursor for all of them (a cursor is costly to
     /// open; a seek is not). Fails on the first key locked for a reader at `ts`.
     pub fn batch_get(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
@@ -144,19 +161,7 @@ impl MvccStore {
         for key in keys {
             let enc = encode_user_key(key);
             c.seek(&versioned(&enc, ts));
-            let mut found = None;
-            while c.valid()? {
-                let (k, _) = split_versioned(c.key())?;
-                if k != enc.as_slice() {
-                    break;
-                }
-                let w = Write::decode(c.value())?;
-                if matches!(w.kind, Kind::Put | Kind::Delete) {
-                    found = Some(w);
-                    break;
-                }
-                c.next();
-            }
+            let found = Self::data_record(&mut *c, &enc)?;
             out.push(match found {
                 Some(w) => self.value_of(&enc, w)?,
                 None => None,
@@ -182,19 +187,7 @@ impl MvccStore {
                 c.seek(&versioned(&enc, ts));
             }
             // Walk this key's versions (newest first, all <= ts) to the first data record.
-            let mut found = None;
-            while c.valid()? {
-                let (k, _) = split_versioned(c.key())?;
-                if k != enc.as_slice() {
-                    break;
-                }
-                let w = Write::decode(c.value())?;
-                if matches!(w.kind, Kind::Put | Kind::Delete) {
-                    found = Some(w);
-                    break;
-                }
-                c.next();
-            }
+            let found = Self::data_record(&mut *c, &enc)?;
             if let Some(w) = found {
                 if let Some(v) = self.value_of(&enc, w)? {
                     out.push((decode_user_key(&enc)?, v));

@@ -19,10 +19,10 @@ fn put(k: &str, v: &str) -> Mutation {
     Mutation::Put(k.as_bytes().to_vec(), v.as_bytes().to_vec())
 }
 
-fn prewrite(muts: Vec<Mutation>, start: Timestamp, mode: LockMode) -> PrewriteRequest {
+fn prewrite(muts: Vec<Mutation>, start: Timestamp, mode: LockMode) -> Arc<PrewriteRequest> {
     let primary = muts[0].key().to_vec();
     let locked = vec![mode == LockMode::Pessimistic; muts.len()];
-    PrewriteRequest { mutations: muts, primary, start_ts: start, ttl_ms: 3000, mode, locked }
+    Arc::new(PrewriteRequest { mutations: muts, primary, start_ts: start, ttl_ms: 3000, mode, locked })
 }
 
 async fn write(c: &LocalClient, muts: Vec<Mutation>, start: u64, commit: u64) {
@@ -123,9 +123,9 @@ async fn pessimistic_lock_conflicts_waits_and_times_out() {
         tokio::spawn(async move { c.pessimistic_lock(req(31, 31, Some(5000))).await })
     };
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    let mut p = prewrite(vec![put("x", "2")], ts(15), LockMode::Pessimistic);
+    let mut p = (*prewrite(vec![put("x", "2")], ts(15), LockMode::Pessimistic)).clone();
     p.locked = vec![true];
-    c.prewrite(p).await.expect("prewrite");
+    c.prewrite(Arc::new(p)).await.expect("prewrite");
     c.commit(&[b"x".to_vec()], ts(15), ts(32)).await.expect("commit");
     let r = waiter.await.expect("join");
     assert!(matches!(r, Err(Error::WriteConflict { .. })), "{r:?}");

@@ -384,15 +384,24 @@ impl Transaction {
     /// Commits with two-phase commit. Durable when it returns.
     pub async fn commit(mut self) -> Result<Option<Timestamp>> {
         self.end_statement(true);
-        let mut mutations: Vec<Mutation> = Vec::with_capacity(self.buffer.len() + self.locked.len());
-        for (k, v) in std::mem::take(&mut self.buffer) {
+        // One merge walk over the (sorted) writes and locked keys: each write, whether its key
+        // is pessimistically locked, and the locked keys not written (lock-only mutations).
+        let buffer = std::mem::take(&mut self.buffer);
+        let mut mutations: Vec<Mutation> = Vec::with_capacity(buffer.len() + self.locked.len());
+        let mut locked: Vec<bool> = Vec::with_capacity(buffer.len() + self.locked.len());
+        let mut lock_only: Vec<Vec<u8>> = Vec::new();
+        let mut held = self.locked.iter().peekable();
+        for (k, v) in buffer {
+            while let Some(h) = held.next_if(|h| h.as_slice() < k.as_slice()) {
+                lock_only.push(h.clone());
+            }
+            locked.push(held.next_if(|h| h.as_slice() == k.as_slice()).is_some());
             mutations.push(match v {
                 Some(v) => Mutation::Put(k, v),
                 None => Mutation::Delete(k),
             });
         }
-        let written: BTreeSet<&[u8]> = mutations.iter().map(|m| m.key()).collect();
-        let lock_only: Vec<Vec<u8>> = self.locked.iter().filter(|k| !written.contains(k.as_slice())).cloned().collect();
+        lock_only.extend(held.cloned());
         if mutations.is_empty() && (self.opts.mode == LockMode::Optimistic || lock_only.is_empty()) {
             return Ok(None);
         }
@@ -401,6 +410,7 @@ impl Transaction {
             self.client.rollback(&lock_only, self.start_ts).await?;
             return Ok(None);
         }
+        locked.extend(std::iter::repeat_n(true, lock_only.len()));
         mutations.extend(lock_only.into_iter().map(Mutation::Lock));
         let primary = match &self.primary {
             Some(p) => p.clone(),
@@ -409,17 +419,17 @@ impl Transaction {
         // The primary goes first so a remote store can commit it before the secondaries.
         if let Some(pos) = mutations.iter().position(|m| m.key() == primary.as_slice()) {
             mutations.swap(0, pos);
+            locked.swap(0, pos);
         }
         let keys: Vec<Vec<u8>> = mutations.iter().map(|m| m.key().to_vec()).collect();
-        let locked = mutations.iter().map(|m| self.locked.contains(m.key())).collect();
-        let req = PrewriteRequest {
+        let req = Arc::new(PrewriteRequest {
             mutations,
             primary,
             start_ts: self.start_ts,
             ttl_ms: self.ttl(PREWRITE_TTL_MS),
             mode: self.opts.mode,
             locked,
-        };
+        });
         let mut attempt = 0;
         loop {
             let done = self.client.prewrite(req.clone()).await;
