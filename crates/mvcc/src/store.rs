@@ -36,55 +36,6 @@ struct History {
     data: Option<Write>,
 }
 
-/// The full keyspace of the write CF, for a cursor reused across the keys of one command.
-const WRITE_CF_END: [u8; 16] = [0xFF; 16];
-
-/// Reads the locks of one command's keys through one lock-CF cursor. Keys come mostly in
-/// ascending order (requests are sorted), and a bulk insert's are adjacent in the lock CF,
-/// so the next key is usually a step or two ahead: stepping costs far less than the search
-/// a point lookup makes through a memtable of a million locks. Anything else is a seek.
-struct LockReader<'a> {
-    c: Box<dyn strata_storage::Cursor + 'a>,
-}
-
-/// How many steps forward a lookup tries before it seeks.
-const LOCK_STEPS: usize = 4;
-
-impl<'a> LockReader<'a> {
-    fn new(engine: &'a dyn Engine) -> Result<LockReader<'a>> {
-        Ok(LockReader { c: engine.cursor(Cf::Lock, &[], &WRITE_CF_END)? })
-    }
-
-    fn get(&mut self, key: &[u8]) -> Result<Option<Lock>> {
-        if !self.step_to(key)? {
-            self.c.seek(key);
-        }
-        if self.c.valid()? && self.c.key() == key {
-            return Lock::decode(self.c.value()).map(Some);
-        }
-        Ok(None)
-    }
-
-    /// Moves forward, at most `LOCK_STEPS` entries, to the first entry at or after `key`.
-    /// False when the cursor is not positioned at or before `key` or `key` is further away:
-    /// the caller seeks.
-    fn step_to(&mut self, key: &[u8]) -> Result<bool> {
-        if !self.c.valid()? || self.c.key() > key {
-            return Ok(false);
-        }
-        for _ in 0..LOCK_STEPS {
-            if self.c.key() >= key {
-                return Ok(true);
-            }
-            self.c.next();
-            if !self.c.valid()? {
-                return Ok(true); // every entry was before the key: it has no lock
-            }
-        }
-        Ok(self.c.key() >= key)
-    }
-}
-
 /// What blocked a pessimistic lock request: another transaction's lock.
 #[derive(Clone, Debug)]
 pub struct Blocked {
@@ -186,36 +137,12 @@ impl MvccStore {
         Ok(None)
     }
 
-    /// Reads `keys` at `ts`, with one write-CF cursor for all of them (a cursor is costly to
-    /// open; a seek is not). Fails on the first key locked for a reader at `ts`.
+    /// Reads `keys` at `ts`, one at a time. Each key gets its own cursor bounded to its
+    /// versions: a cursor shared across keys and seeking from one to the next has to step
+    /// over every deleted entry in between (a lock CF holds one per committed key), which
+    /// made a read after many commits scan for seconds.
     pub fn batch_get(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
-        if keys.len() == 1 {
-            return Ok(vec![self.get(&keys[0], ts)?]);
-        }
-        // Every lock first, then the cursor (which sees the engine as of its opening): a
-        // transaction that committed below `ts` either still has its lock when the lock is
-        // checked or has its commit record before the cursor opens (see the module docs).
-        let mut locks = LockReader::new(self.engine.as_ref())?;
-        for key in keys {
-            if let Some(l) = locks.get(key)? {
-                if Self::blocks_read(&l, ts) {
-                    return Err(lock_info(key, &l));
-                }
-            }
-        }
-        drop(locks);
-        let mut c = self.engine.cursor(Cf::Write, &[], &WRITE_CF_END)?;
-        let mut out = Vec::with_capacity(keys.len());
-        for key in keys {
-            let enc = encode_user_key(key);
-            c.seek(&versioned(&enc, ts));
-            let found = Self::data_record(&mut *c, &enc)?;
-            out.push(match found {
-                Some(w) => self.value_of(&enc, w)?,
-                None => None,
-            });
-        }
-        Ok(out)
+        keys.iter().map(|k| self.get(k, ts)).collect()
     }
 
     /// Reads up to `limit` live entries of `[start, end)` at `ts`.
@@ -283,11 +210,14 @@ impl MvccStore {
         Ok(None)
     }
 
-    /// Walks `enc`'s write records once (newest first) with a cursor shared by the keys of
-    /// one command, collecting what the lock and prewrite checks and the value read need:
-    /// one seek per key, and for a key never written (a bulk insert's) nothing more.
-    fn history(c: &mut dyn strata_storage::Cursor, enc: &[u8], start_ts: Timestamp) -> Result<History> {
+    /// Walks `enc`'s write records once (newest first) with one cursor bounded to the key's
+    /// versions, collecting what the lock and prewrite checks and the value read need. (The
+    /// cursor is per key on purpose: see `batch_get`.)
+    fn history(&self, enc: &[u8], start_ts: Timestamp) -> Result<History> {
         let mut h = History::default();
+        let mut upper = enc.to_vec();
+        upper.extend_from_slice(&[0xFF; 9]);
+        let mut c = self.engine.cursor(Cf::Write, enc, &upper)?;
         c.seek(enc);
         while c.valid()? {
             let (k, commit_ts) = split_versioned(c.key())?;
@@ -325,17 +255,15 @@ impl MvccStore {
         let _g = self.latches.acquire(req.keys.iter());
         let mut batch = WriteBatch::default();
         let mut values = Vec::with_capacity(req.keys.len());
-        let mut locks = LockReader::new(self.engine.as_ref())?;
-        let mut c = self.engine.cursor(Cf::Write, &[], &WRITE_CF_END)?;
         for key in &req.keys {
-            let lock = locks.get(key)?;
+            let lock = self.load_lock(key)?;
             if let Some(l) = &lock {
                 if l.start_ts != req.start_ts {
                     return Ok(Err(Blocked { key: key.clone(), holder: l.start_ts }));
                 }
             }
             let enc = encode_user_key(key);
-            let h = Self::history(&mut *c, &enc, req.start_ts)?;
+            let h = self.history(&enc, req.start_ts)?;
             values.push(match h.data {
                 Some(w) => self.value_of(&enc, w)?,
                 None => None,
@@ -368,7 +296,6 @@ impl MvccStore {
             };
             batch.put(Cf::Lock, key.clone(), lock.encode());
         }
-        drop(c);
         if !batch.is_empty() {
             self.engine.write(batch, sync)?;
         }
@@ -379,13 +306,11 @@ impl MvccStore {
     pub fn prewrite(&self, req: &PrewriteRequest, sync: bool) -> Result<()> {
         let _g = self.latches.acquire(req.mutations.iter().map(|m| m.key()));
         let mut batch = WriteBatch::default();
-        let mut locks = LockReader::new(self.engine.as_ref())?;
-        let mut c = self.engine.cursor(Cf::Write, &[], &WRITE_CF_END)?;
         for (i, m) in req.mutations.iter().enumerate() {
             let key = m.key();
             let enc = encode_user_key(key);
             let must_hold = req.mode == LockMode::Pessimistic && req.locked.get(i).copied().unwrap_or(false);
-            match locks.get(key)? {
+            match self.load_lock(key)? {
                 Some(l) if l.start_ts == req.start_ts => {
                     if l.kind != Kind::Pessimistic {
                         continue; // already prewritten: the command is idempotent
@@ -394,7 +319,7 @@ impl MvccStore {
                 Some(l) => return Err(lock_info(key, &l)),
                 None if must_hold => return Err(Error::TxnRolledBack(req.start_ts)),
                 None => {
-                    let h = Self::history(&mut *c, &enc, req.start_ts)?;
+                    let h = self.history(&enc, req.start_ts)?;
                     if let Some((commit_ts, w)) = h.newest {
                         if req.mode == LockMode::Optimistic && commit_ts > req.start_ts {
                             return Err(Error::WriteConflict {
@@ -447,10 +372,9 @@ impl MvccStore {
     pub fn commit(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp, sync: bool) -> Result<()> {
         let _g = self.latches.acquire(keys.iter());
         let mut batch = WriteBatch::default();
-        let mut locks = LockReader::new(self.engine.as_ref())?;
         for key in keys {
             let enc = encode_user_key(key);
-            match locks.get(key)? {
+            match self.load_lock(key)? {
                 Some(l) if l.start_ts == start_ts && l.kind != Kind::Pessimistic => {
                     let w = Write { kind: l.kind, start_ts, short_value: l.short_value };
                     batch.put(Cf::Write, versioned(&enc, commit_ts), w.encode());
@@ -605,43 +529,5 @@ impl MvccStore {
             c.next();
         }
         Ok(out)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use strata_storage::MemoryEngine;
-
-    #[test]
-    fn lock_reader_finds_the_same_locks_as_point_lookups_in_any_order() {
-        let engine = MemoryEngine::new();
-        let mut batch = WriteBatch::default();
-        let keys: Vec<Vec<u8>> = (0..20u8).filter(|i| i % 3 != 0).map(|i| vec![b'k', i]).collect();
-        for (n, k) in keys.iter().enumerate() {
-            let lock = Lock {
-                kind: Kind::Pessimistic,
-                primary: k.clone(),
-                start_ts: Timestamp(n as u64 + 1),
-                ttl_ms: 1,
-                for_update_ts: Timestamp(1),
-                short_value: None,
-            };
-            batch.put(Cf::Lock, k.clone(), lock.encode());
-        }
-        engine.write(batch, false).expect("write");
-        let mut reader = LockReader::new(&engine).expect("reader");
-        // Ascending with gaps (steps), far jumps, backwards (seeks), before the first and
-        // after the last key.
-        let probes: Vec<Vec<u8>> = [0u8, 1, 2, 3, 4, 5, 19, 30, 7, 1, 8, 9, 10, 17, 18, 2]
-            .iter()
-            .map(|i| vec![b'k', *i])
-            .chain([b"a".to_vec(), b"z".to_vec(), b"k".to_vec()])
-            .collect();
-        for p in probes {
-            let expected = engine.get(Cf::Lock, &p).expect("get").map(|b| Lock::decode(&b).expect("decode"));
-            let got = reader.get(&p).expect("reader get");
-            assert_eq!(got.map(|l| l.start_ts), expected.map(|l| l.start_ts), "key {p:?}");
-        }
     }
 }
