@@ -106,6 +106,8 @@ codes! {
     FileNotFound = 29, "HY000";
     UnknownCharacterSet = 1115, "42000";
     IncorrectGlobalLocalVar = 1238, "HY000";
+    LocalVariable = 1228, "HY000";
+    GlobalVariable = 1229, "HY000";
     WrongFieldTerminators = 1083, "42000";
     WarnTooFewRecords = 1261, "01000";
     WarnTooManyRecords = 1262, "01000";

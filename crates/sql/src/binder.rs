@@ -52,6 +52,8 @@ pub struct SessionInfo {
     pub live: Option<Arc<dyn LiveTables>>,
     /// The schema the statement's transaction was started under (None: the newest).
     pub schema: Option<Arc<crate::catalog::Schema>>,
+    /// The server's global system variable values (`@@global.x`, global-only variables).
+    pub globals: Arc<std::collections::BTreeMap<String, Value>>,
 }
 
 /// information_schema tables computed from server state rather than the catalog.
@@ -1186,12 +1188,30 @@ impl<'a> Binder<'a> {
     fn resolve(&mut self, parts: &[String], scope: &Scope) -> Result<Expr> {
         if let Some(first) = parts.first() {
             if let Some(rest) = first.strip_prefix("@@") {
-                let name = if parts.len() > 1 && matches!(lower(rest).as_str(), "session" | "global" | "local") {
-                    lower(&parts[parts.len() - 1])
-                } else {
-                    lower(rest)
+                let qualifier = (parts.len() > 1).then(|| lower(rest));
+                let (qualifier, name) = match qualifier.as_deref() {
+                    Some(q @ ("session" | "global" | "local")) => (Some(q.to_string()), lower(&parts[parts.len() - 1])),
+                    _ => (None, lower(rest)),
                 };
-                return match self.session.vars.get(&name) {
+                use crate::variables::{scope, Scope};
+                let from_globals = match (qualifier.as_deref(), scope(&name)) {
+                    (Some("global"), Scope::Session) => {
+                        return Err(Error::user(
+                            Code::IncorrectGlobalLocalVar,
+                            format!("Variable '{name}' is a SESSION variable"),
+                        ))
+                    }
+                    (Some("session" | "local"), Scope::Global) => {
+                        return Err(Error::user(
+                            Code::IncorrectGlobalLocalVar,
+                            format!("Variable '{name}' is a GLOBAL variable"),
+                        ))
+                    }
+                    (Some("global"), _) | (_, Scope::Global) => true,
+                    _ => false,
+                };
+                let found = if from_globals { self.session.globals.get(&name) } else { self.session.vars.get(&name) };
+                return match found {
                     Some(v) => Ok(Expr::Literal(v.clone())),
                     None => Err(Error::user(Code::UnknownSystemVariable, format!("Unknown system variable '{name}'"))),
                 };

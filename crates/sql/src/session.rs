@@ -45,7 +45,9 @@ pub struct Engine {
     active: Mutex<BTreeMap<u32, Timestamp>>,
     /// Every open session (its kill switch and what it is doing), by connection id.
     processes: Mutex<HashMap<u32, Arc<Process>>>,
-    globals: Mutex<BTreeMap<String, Value>>,
+    /// Global values of system variables (what new sessions copy; global-only variables
+    /// are read from here).
+    globals: Mutex<Arc<BTreeMap<String, Value>>>,
     /// Prepared statements open in all sessions (bounded by max_prepared_stmt_count).
     prepared_stmts: AtomicUsize,
     /// Rows read by all sessions (SHOW GLOBAL STATUS).
@@ -82,7 +84,7 @@ impl Engine {
             next_conn: AtomicU32::new(1),
             active: Mutex::new(BTreeMap::new()),
             processes: Mutex::new(HashMap::new()),
-            globals: Mutex::new(variables::defaults()),
+            globals: Mutex::new(Arc::new(variables::defaults())),
             prepared_stmts: AtomicUsize::new(0),
             reads: Default::default(),
             users,
@@ -167,7 +169,12 @@ impl Engine {
     /// Sets the global default of a system variable (what new sessions start with and
     /// SHOW VARIABLES reports), for settings the server takes from its command line.
     pub fn set_global_default(&self, name: &str, value: Value) {
-        self.globals.lock().insert(name.to_ascii_lowercase(), value);
+        Arc::make_mut(&mut *self.globals.lock()).insert(name.to_ascii_lowercase(), value);
+    }
+
+    /// The global values of the system variables now.
+    pub fn globals(&self) -> Arc<BTreeMap<String, Value>> {
+        self.globals.lock().clone()
     }
 
     /// A new session for `user`.
@@ -181,7 +188,7 @@ impl Engine {
             process,
             user: user.to_string(),
             db: None,
-            vars: self.globals.lock().clone(),
+            vars: (*self.globals()).clone(),
             user_vars: HashMap::new(),
             txn: None,
             schema_version: 0,
@@ -762,6 +769,7 @@ impl Session {
             row_count: 0,
             vars: Arc::new(self.vars.clone()),
             user_vars: Arc::new(self.user_vars.clone()),
+            globals: self.engine.globals(),
             schema: self.schema.clone(),
             live: Some(Arc::new(Live {
                 engine: self.engine.clone(),
@@ -966,7 +974,7 @@ impl Session {
         let mut stmt = stmts.remove(0);
         // Each prepared statement holds memory until closed; the server-wide count is
         // bounded as in MySQL (a client that never closes them fails, the server does not).
-        let limit = self.vars.get("max_prepared_stmt_count").and_then(|v| v.as_i64()).unwrap_or(16_382).max(0) as usize;
+        let limit = self.sysvar("max_prepared_stmt_count").and_then(|v| v.as_i64()).unwrap_or(16_382).max(0) as usize;
         if self.engine.prepared_stmts.fetch_add(1, Ordering::Relaxed) >= limit {
             self.engine.prepared_stmts.fetch_sub(1, Ordering::Relaxed);
             return Err(Error::user(
@@ -1031,7 +1039,7 @@ impl Session {
         self.engine.prepared_stmts.fetch_sub(self.prepared.len(), Ordering::Relaxed);
         self.prepared.clear();
         self.named.clear();
-        self.vars = self.engine.globals.lock().clone();
+        self.vars = (*self.engine.globals()).clone();
         self.user_vars.clear();
         self.warnings.clear();
         self.last_insert_id = 0;
@@ -1809,8 +1817,11 @@ impl Session {
                 self.reads.reset();
                 Ok(QueryResult::ok(0))
             }
-            S::ShowVariables { filter, .. } => crate::show::show_variables(&self.vars, filter.as_ref())
-                .and_then(|r| self.show_where(r, crate::show::where_of(filter.as_ref()))),
+            S::ShowVariables { filter, global, .. } => {
+                let vars = if *global { (*self.engine.globals()).clone() } else { self.visible_vars() };
+                crate::show::show_variables(&vars, filter.as_ref())
+                    .and_then(|r| self.show_where(r, crate::show::where_of(filter.as_ref())))
+            }
             S::ShowDatabases { show_options, .. } => {
                 let visible = |db: &str| self.with_account(|a| a.sees_db(db)).unwrap_or(false);
                 crate::show::show_databases(&self.engine.catalog, show_options, visible)
@@ -1895,7 +1906,7 @@ impl Session {
         let (db, table) = self.table_key(&spec.table)?;
         let mut server_file = crate::load::ServerFile::default();
         let source: &mut dyn crate::load::FileSource = if spec.local {
-            if !self.vars.get("local_infile").and_then(|v| v.as_bool()).unwrap_or(false) {
+            if !self.sysvar("local_infile").and_then(|v| v.as_bool()).unwrap_or(false) {
                 return Err(crate::load::local_disabled());
             }
             client_files
@@ -1903,7 +1914,7 @@ impl Session {
             if !self.allowed_global(privs::FILE) {
                 return Err(crate::users::specific_denied("FILE"));
             }
-            let dir = self.engine.globals.lock().get("secure_file_priv").cloned().unwrap_or(Value::Null);
+            let dir = self.sysvar("secure_file_priv").unwrap_or(Value::Null);
             spec.file = crate::load::server_path(&spec.file, &dir)?;
             &mut server_file
         };
@@ -2015,14 +2026,14 @@ impl Session {
     async fn set(&mut self, set: &ast::Set) -> Result<QueryResult> {
         match set {
             ast::Set::SetNames { .. } | ast::Set::SetNamesDefault {} => Ok(QueryResult::ok(0)),
-            ast::Set::SingleAssignment { variable, values, .. } => {
+            ast::Set::SingleAssignment { variable, values, scope, .. } => {
                 let v = values.first().ok_or_else(|| Error::parse("SET without value"))?;
-                self.assign(&variable.to_string(), v).await?;
+                self.assign(scope.as_ref(), &variable.to_string(), v).await?;
                 Ok(QueryResult::ok(0))
             }
             ast::Set::MultipleAssignments { assignments } => {
                 for a in assignments {
-                    self.assign(&a.name.to_string(), &a.value).await?;
+                    self.assign(a.scope.as_ref(), &a.name.to_string(), &a.value).await?;
                 }
                 Ok(QueryResult::ok(0))
             }
@@ -2043,7 +2054,29 @@ impl Session {
         }
     }
 
-    async fn assign(&mut self, name: &str, value: &ast::Expr) -> Result<()> {
+    /// A system variable's value as this session sees it: global-only variables from the
+    /// server's globals, the rest from the session.
+    fn sysvar(&self, name: &str) -> Option<Value> {
+        match variables::scope(name) {
+            variables::Scope::Global => self.engine.globals().get(name).cloned(),
+            _ => self.vars.get(name).cloned(),
+        }
+    }
+
+    /// The session's variables with global-only ones at their global values (SHOW
+    /// [SESSION] VARIABLES).
+    fn visible_vars(&self) -> BTreeMap<String, Value> {
+        let globals = self.engine.globals();
+        let mut vars = self.vars.clone();
+        for (k, v) in globals.iter() {
+            if variables::scope(k) == variables::Scope::Global {
+                vars.insert(k.clone(), v.clone());
+            }
+        }
+        vars
+    }
+
+    async fn assign(&mut self, scope: Option<&ast::ContextModifier>, name: &str, value: &ast::Expr) -> Result<()> {
         let raw = name.trim();
         let lname = raw.to_ascii_lowercase();
         // Evaluate the value: identifiers like ON/OFF/utf8mb4 are words, not columns.
@@ -2067,6 +2100,9 @@ impl Session {
             return Ok(());
         }
         let var = lname.trim_start_matches("@@");
+        let global = matches!(scope, Some(ast::ContextModifier::Global))
+            || var.starts_with("global.")
+            || var.starts_with("global ");
         let var = var
             .strip_prefix("session.")
             .or_else(|| var.strip_prefix("global."))
@@ -2074,6 +2110,60 @@ impl Session {
             .unwrap_or(var);
         let var =
             var.strip_prefix("session ").or_else(|| var.strip_prefix("global ")).unwrap_or(var).trim().to_string();
+        if variables::is_read_only(&var) {
+            return Err(Error::user(
+                Code::IncorrectGlobalLocalVar,
+                format!("Variable '{var}' is a read only variable"),
+            ));
+        }
+        match (global, variables::scope(&var)) {
+            (true, variables::Scope::Session) => {
+                return Err(Error::user(
+                    Code::LocalVariable,
+                    format!("Variable '{var}' is a SESSION variable and can't be used with SET GLOBAL"),
+                ))
+            }
+            (false, variables::Scope::Global) => {
+                return Err(Error::user(
+                    Code::GlobalVariable,
+                    format!("Variable '{var}' is a GLOBAL variable and should be set with SET GLOBAL"),
+                ))
+            }
+            (true, _) => {
+                // The server-wide value: what new sessions start with (and what every session
+                // reads for a global-only variable); this session's own value is unchanged.
+                // Not persisted across a restart, as in MySQL (no SET PERSIST).
+                if !self.allowed_global(crate::users::privs::SUPER) {
+                    return Err(crate::users::specific_denied("SUPER or SYSTEM_VARIABLES_ADMIN"));
+                }
+                // Validated (and normalized) as a session SET would be, on a scratch copy.
+                let scratch = self.vars.clone();
+                let saved = std::mem::replace(&mut self.vars, scratch);
+                let checked = self.assign_session(&var, v, false).await;
+                let values = std::mem::replace(&mut self.vars, saved);
+                checked?;
+                let keys: &[&str] = match var.as_str() {
+                    "transaction_isolation" | "tx_isolation" => &["transaction_isolation", "tx_isolation"],
+                    _ => &[var.as_str()],
+                };
+                let mut globals = self.engine.globals.lock();
+                let g = Arc::make_mut(&mut *globals);
+                for key in keys {
+                    if let Some(v) = values.get(*key) {
+                        g.insert(key.to_string(), v.clone());
+                    }
+                }
+                return Ok(());
+            }
+            (false, _) => {}
+        }
+        self.assign_session(&var, v, true).await
+    }
+
+    /// Validates and sets a session variable; `effects` runs what setting it does beyond
+    /// the value (committing on autocommit=1, isolation notes).
+    async fn assign_session(&mut self, var: &str, v: Value, effects: bool) -> Result<()> {
+        let var = var.to_string();
         let text = value_text(&v);
         match var.as_str() {
             "autocommit" => {
@@ -2087,7 +2177,7 @@ impl Session {
                         ))
                     }
                 };
-                if on && !self.autocommit() {
+                if effects && on && !self.autocommit() {
                     self.commit().await?;
                 }
                 self.vars.insert(var, Value::Int(on as i64));
@@ -2099,7 +2189,9 @@ impl Session {
                         format!("Variable '{var}' can't be set to the value of '{text}'"),
                     )
                 })?;
-                self.note_isolation(&text, name);
+                if effects {
+                    self.note_isolation(&text, name);
+                }
                 self.vars.insert("transaction_isolation".into(), Value::str(name));
                 self.vars.insert("tx_isolation".into(), Value::str(name));
             }
@@ -2116,12 +2208,6 @@ impl Session {
                 };
                 self.vars.insert(var, Value::str(mode));
             }
-            "secure_file_priv" | "version" | "version_comment" | "have_ssl" | "have_openssl" | "hostname" => {
-                return Err(Error::user(
-                    Code::IncorrectGlobalLocalVar,
-                    format!("Variable '{var}' is a read only variable"),
-                ));
-            }
             "innodb_lock_wait_timeout" => {
                 let n = v.as_i64().filter(|n| *n >= 1).ok_or_else(|| {
                     Error::user(Code::WrongTypeForVar, "Incorrect argument type to variable 'innodb_lock_wait_timeout'")
@@ -2129,7 +2215,7 @@ impl Session {
                 self.vars.insert(var, Value::Int(n));
             }
             _ => {
-                if !self.vars.contains_key(&var) {
+                if effects && !self.vars.contains_key(&var) {
                     self.warn(
                         Code::UnknownSystemVariable,
                         format!("Unknown system variable '{var}' (accepted and ignored)"),

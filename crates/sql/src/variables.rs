@@ -75,3 +75,101 @@ pub fn defaults() -> BTreeMap<String, Value> {
     ];
     pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
+
+/// Where a system variable lives, as in MySQL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Server-wide only: `SET GLOBAL`; a session reads the global value.
+    Global,
+    /// Per session only: `SET GLOBAL` is 1228.
+    Session,
+    /// A global default each new session copies, and a session value.
+    Both,
+}
+
+/// Variables with only a global value.
+const GLOBAL_ONLY: &[&str] = &[
+    "character_set_system",
+    "connect_timeout",
+    "have_openssl",
+    "have_ssl",
+    "hostname",
+    "init_connect",
+    "license",
+    "local_infile",
+    "lower_case_table_names",
+    "max_connections",
+    "max_prepared_stmt_count",
+    "performance_schema",
+    "query_cache_size",
+    "require_secure_transport",
+    "secure_file_priv",
+    "ssl_cert",
+    "ssl_key",
+    "system_time_zone",
+    "tidb_server_memory_limit",
+    "tls_version",
+    "version",
+    "version_comment",
+    "version_compile_machine",
+    "version_compile_os",
+];
+
+/// Variables with only a session value.
+const SESSION_ONLY: &[&str] = &["error_count", "warning_count", "last_insert_id", "insert_id", "timestamp"];
+
+/// Variables no SET may change (1238).
+const READ_ONLY: &[&str] = &[
+    "character_set_system",
+    "error_count",
+    "have_openssl",
+    "have_ssl",
+    "hostname",
+    "license",
+    "lower_case_table_names",
+    "performance_schema",
+    "secure_file_priv",
+    "ssl_cert",
+    "ssl_key",
+    "system_time_zone",
+    "tls_version",
+    "version",
+    "version_comment",
+    "version_compile_machine",
+    "version_compile_os",
+    "warning_count",
+];
+
+/// The scope of a (lower-case) variable; unknown ones are treated as having both values.
+pub fn scope(name: &str) -> Scope {
+    if GLOBAL_ONLY.contains(&name) {
+        Scope::Global
+    } else if SESSION_ONLY.contains(&name) {
+        Scope::Session
+    } else {
+        Scope::Both
+    }
+}
+
+/// Whether a (lower-case) variable is read-only.
+pub fn is_read_only(name: &str) -> bool {
+    READ_ONLY.contains(&name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_global_only_or_read_only_variable_has_a_default() {
+        let d = defaults();
+        for name in GLOBAL_ONLY.iter().chain(READ_ONLY) {
+            let known = d.contains_key(*name) || ["init_connect", "tidb_server_memory_limit"].contains(name);
+            assert!(known, "{name} has no default");
+        }
+        assert_eq!(scope("max_connections"), Scope::Global);
+        assert_eq!(scope("sql_mode"), Scope::Both);
+        assert_eq!(scope("warning_count"), Scope::Session);
+        assert!(is_read_only("version") && !is_read_only("sql_mode"));
+    }
+}

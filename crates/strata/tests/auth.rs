@@ -194,3 +194,50 @@ fn an_open_root_is_refused_beyond_loopback() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("root has no password"), "{err}");
 }
+
+/// SET GLOBAL as in MySQL: it needs SUPER (1227), changes what new sessions start with and
+/// what every session reads for a global-only variable, and leaves the current session's
+/// own value alone; scope mistakes get 1228/1229/1238.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_global_changes_new_sessions_not_this_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = common::StrataProcess::start(&dir.path().join("data"));
+    let port = server.port;
+    let mut root = Conn::new(opts(port, "root", "", None)).await.expect("root logs in");
+    root.query_drop("CREATE USER 'plain'@'%' IDENTIFIED BY 'p'").await.expect("create user");
+    let mut plain = Conn::new(opts(port, "plain", "p", None)).await.expect("plain logs in");
+    assert_eq!(error_of(&mut plain, "SET GLOBAL max_execution_time = 5").await, 1227);
+    assert_eq!(error_of(&mut plain, "SET @@global.sql_mode = ''").await, 1227);
+
+    root.query_drop("SET GLOBAL max_execution_time = 1234").await.expect("set global");
+    let (session, global): (i64, i64) =
+        root.query_first("SELECT @@max_execution_time, @@global.max_execution_time").await.expect("read").expect("row");
+    assert_eq!((session, global), (0, 1234), "the session keeps its own value");
+    let mut fresh = Conn::new(opts(port, "root", "", None)).await.expect("new session");
+    let v: Option<i64> = fresh.query_first("SELECT @@max_execution_time").await.expect("read");
+    assert_eq!(v, Some(1234), "a new session starts with the global value");
+    let shown: Option<(String, String)> =
+        root.query_first("SHOW GLOBAL VARIABLES LIKE 'max_execution_time'").await.expect("show");
+    assert_eq!(shown.map(|r| r.1), Some("1234".to_string()));
+    let shown: Option<(String, String)> =
+        root.query_first("SHOW SESSION VARIABLES LIKE 'max_execution_time'").await.expect("show");
+    assert_eq!(shown.map(|r| r.1), Some("0".to_string()));
+
+    // Values are checked as a session SET checks them, and normalized.
+    assert_eq!(error_of(&mut root, "SET GLOBAL transaction_isolation = 'sideways'").await, 1231);
+    root.query_drop("SET GLOBAL transaction_isolation = 'READ-COMMITTED'").await.expect("set global isolation");
+    let mut fresh = Conn::new(opts(port, "root", "", None)).await.expect("new session");
+    let v: Option<String> = fresh.query_first("SELECT @@tx_isolation").await.expect("read");
+    assert_eq!(v.as_deref(), Some("READ-COMMITTED"));
+
+    // A global-only variable is read from the globals by every session at once.
+    root.query_drop("SET GLOBAL max_prepared_stmt_count = 7").await.expect("set");
+    let v: Option<i64> = plain.query_first("SELECT @@max_prepared_stmt_count").await.expect("read");
+    assert_eq!(v, Some(7));
+    assert_eq!(error_of(&mut root, "SET max_prepared_stmt_count = 7").await, 1229);
+    assert_eq!(error_of(&mut root, "SET SESSION max_connections = 7").await, 1229);
+    assert_eq!(error_of(&mut root, "SELECT @@session.max_connections").await, 1238);
+    assert_eq!(error_of(&mut root, "SET GLOBAL warning_count = 1").await, 1238);
+    assert_eq!(error_of(&mut root, "SET GLOBAL timestamp = 1").await, 1228);
+    assert_eq!(error_of(&mut root, "SET GLOBAL version = 'x'").await, 1238);
+}
