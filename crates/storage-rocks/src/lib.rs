@@ -12,6 +12,21 @@ use strata_common::{Error, Result};
 use strata_storage::engine::BatchOp;
 use strata_storage::{Cf, Cursor, Engine, WriteBatch};
 
+/// Runs `f` on this thread and returns, with its result, how many deleted entries RocksDB
+/// stepped over meanwhile (its per-thread perf context). Tests use it to hold a read path to
+/// a bounded amount of tombstone walking: the lock CF keeps a deletion for every key ever
+/// committed, and a cursor that moves across them costs time in proportion.
+pub fn deleted_entries_skipped<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    use rocksdb::perf::{set_perf_stats, PerfContext, PerfMetric, PerfStatsLevel};
+    set_perf_stats(PerfStatsLevel::EnableCount);
+    let mut ctx = PerfContext::default();
+    ctx.reset();
+    let out = f();
+    let skipped = ctx.metric(PerfMetric::InternalDeleteSkippedCount);
+    set_perf_stats(PerfStatsLevel::Disable);
+    (out, skipped)
+}
+
 /// A RocksDB database opened for Strata.
 pub struct RocksEngine {
     db: DB,
