@@ -75,23 +75,12 @@ impl MvccStore {
     }
 
     /// The newest write record of `key` with commit_ts <= `ts` that is a Put or Delete.
-    fn read_version(&self, enc: &[u8], ts: Timestamp) -> Result<Option<(Timestamp, Write)>> {
+    fn read_version(&self, enc: &[u8], ts: Timestamp) -> Result<Option<Write>> {
         let mut upper = enc.to_vec();
         upper.extend_from_slice(&[0xFF; 9]);
         let mut c = self.engine.cursor(Cf::Write, enc, &upper)?;
         c.seek(&versioned(enc, ts));
-        while c.valid()? {
-            let (k, commit_ts) = split_versioned(c.key())?;
-            if k != enc {
-                break;
-            }
-            let w = Write::decode(c.value())?;
-            match w.kind {
-                Kind::Put | Kind::Delete => return Ok(Some((commit_ts, w))),
-                _ => c.next(),
-            }
-        }
-        Ok(None)
+        Self::data_record(&mut *c, enc)
     }
 
     fn value_of(&self, enc: &[u8], w: Write) -> Result<Option<Vec<u8>>> {
@@ -115,7 +104,7 @@ impl MvccStore {
         }
         let enc = encode_user_key(key);
         match self.read_version(&enc, ts)? {
-            Some((_, w)) => self.value_of(&enc, w),
+            Some(w) => self.value_of(&enc, w),
             None => Ok(None),
         }
     }

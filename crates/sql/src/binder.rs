@@ -1188,10 +1188,11 @@ impl<'a> Binder<'a> {
     fn resolve(&mut self, parts: &[String], scope: &Scope) -> Result<Expr> {
         if let Some(first) = parts.first() {
             if let Some(rest) = first.strip_prefix("@@") {
-                let qualifier = (parts.len() > 1).then(|| lower(rest));
-                let (qualifier, name) = match qualifier.as_deref() {
-                    Some(q @ ("session" | "global" | "local")) => (Some(q.to_string()), lower(&parts[parts.len() - 1])),
-                    _ => (None, lower(rest)),
+                let first = lower(rest);
+                let (qualifier, name) = if parts.len() > 1 && matches!(first.as_str(), "session" | "global" | "local") {
+                    (Some(first), lower(&parts[parts.len() - 1]))
+                } else {
+                    (None, first)
                 };
                 use crate::variables::{scope, Scope};
                 let from_globals = match (qualifier.as_deref(), scope(&name)) {

@@ -340,11 +340,6 @@ impl Catalog {
         Ok((started, self.dbs.read().clone(), self.version()))
     }
 
-    /// The newest schema.
-    pub fn current(&self) -> Arc<Schema> {
-        self.dbs.read().clone()
-    }
-
     /// Commits a schema change and publishes it: `change` edits a copy of the schema and
     /// returns the ids of the tables it changed (their versions are bumped). Both happen
     /// under the publish lock, so no transaction starts between them, and under the commit

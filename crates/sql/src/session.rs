@@ -166,8 +166,8 @@ impl Engine {
         self.cleanup.notify_one();
     }
 
-    /// Sets the global default of a system variable (what new sessions start with and
-    /// SHOW VARIABLES reports), for settings the server takes from its command line.
+    /// Sets the global value of a system variable (what new sessions start with, and what
+    /// every session reads for a global-only one): the command line's settings, SET GLOBAL.
     pub fn set_global_default(&self, name: &str, value: Value) {
         Arc::make_mut(&mut *self.globals.lock()).insert(name.to_ascii_lowercase(), value);
     }
@@ -2146,11 +2146,9 @@ impl Session {
                     "transaction_isolation" | "tx_isolation" => &["transaction_isolation", "tx_isolation"],
                     _ => &[var.as_str()],
                 };
-                let mut globals = self.engine.globals.lock();
-                let g = Arc::make_mut(&mut *globals);
                 for key in keys {
                     if let Some(v) = values.get(*key) {
-                        g.insert(key.to_string(), v.clone());
+                        self.engine.set_global_default(key, v.clone());
                     }
                 }
                 return Ok(());
@@ -2215,7 +2213,7 @@ impl Session {
                 self.vars.insert(var, Value::Int(n));
             }
             _ => {
-                if effects && !self.vars.contains_key(&var) {
+                if !self.vars.contains_key(&var) {
                     self.warn(
                         Code::UnknownSystemVariable,
                         format!("Unknown system variable '{var}' (accepted and ignored)"),

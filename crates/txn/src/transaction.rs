@@ -224,19 +224,28 @@ impl Transaction {
 
     /// Reads keys at the snapshot, seeing this transaction's own writes.
     pub async fn batch_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.get_overlaid(keys, self.read_ts).await
+        self.get_overlaid(keys, self.read_ts, HashMap::new()).await
     }
 
-    /// Reads keys at `ts`, with this transaction's own writes taking precedence.
-    async fn get_overlaid(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
-        let missing: Vec<Vec<u8>> = keys.iter().filter(|k| self.buffered(k).is_none()).cloned().collect();
-        let fetched = if missing.is_empty() { Vec::new() } else { self.get_at(&missing, ts).await? };
-        let mut fetched = fetched.into_iter();
+    /// Reads keys at `ts`, with this transaction's own writes taking precedence; keys in
+    /// `known` (committed values already read at `ts`) are not read again.
+    async fn get_overlaid(
+        &self,
+        keys: &[Vec<u8>],
+        ts: Timestamp,
+        mut known: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let missing: Vec<Vec<u8>> =
+            keys.iter().filter(|k| self.buffered(k).is_none() && !known.contains_key(*k)).cloned().collect();
+        if !missing.is_empty() {
+            let fetched = self.get_at(&missing, ts).await?;
+            known.extend(missing.into_iter().zip(fetched));
+        }
         Ok(keys
             .iter()
             .map(|k| match self.buffered(k) {
                 Some(v) => v.clone(),
-                None => fetched.next().flatten(),
+                None => known.get(k).cloned().flatten(),
             })
             .collect())
     }
@@ -356,19 +365,7 @@ impl Transaction {
             read_ts = read_ts.max(self.oracle.get_ts().await?);
         }
         // Keys locked earlier (and not written since) are read now, at the same timestamp.
-        let unread: Vec<Vec<u8>> =
-            keys.iter().filter(|k| self.buffered(k).is_none() && !read.contains_key(*k)).cloned().collect();
-        if !unread.is_empty() {
-            let values = self.get_at(&unread, read_ts).await?;
-            read.extend(unread.into_iter().zip(values));
-        }
-        Ok(keys
-            .iter()
-            .map(|k| match self.buffered(k) {
-                Some(v) => v.clone(),
-                None => read.get(k).cloned().flatten(),
-            })
-            .collect())
+        self.get_overlaid(keys, read_ts, read).await
     }
 
     /// Buffers a write of `key`.
