@@ -37,6 +37,7 @@ impl MvccStore {
         batch.delete_range(Cf::Write, enc_start.clone(), enc_end.clone());
         batch.delete_range(Cf::Data, enc_start.clone(), enc_end.clone());
         self.engine().write(batch, true)?;
+        self.forget_locks(start, end);
         self.engine().compact_range(Cf::Lock, start, end)?;
         self.engine().compact_range(Cf::Write, &enc_start, &enc_end)?;
         self.engine().compact_range(Cf::Data, &enc_start, &enc_end)

@@ -5,6 +5,7 @@ pub mod gc;
 pub mod latches;
 pub mod local;
 pub mod lock_manager;
+mod lock_table;
 pub mod records;
 pub mod store;
 pub mod tso;

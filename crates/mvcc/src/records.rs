@@ -65,7 +65,8 @@ pub struct Lock {
     pub ttl_ms: u64,
     /// For pessimistic locks, the statement timestamp the lock was taken at.
     pub for_update_ts: Timestamp,
-    /// The staged value if short (Put only).
+    /// The staged value (Put only). A lock in the lock table carries it whatever its size;
+    /// a lock in the lock CF (written by an older version) only if it is short.
     pub short_value: Option<Vec<u8>>,
 }
 

@@ -1,20 +1,22 @@
 //! `MvccStore`: Percolator's reads and write commands over a `storage::Engine`.
 //!
-//! Reads look at the lock CF first, then the write CF: a transaction that committed before
+//! Reads look at the locks first, then the write CF: a transaction that committed before
 //! the reader's timestamp was issued had its lock in place before that, so it is either
-//! still locked (the reader must resolve it) or already has its commit record.
+//! still locked (the reader must resolve it) or already has its commit record. Locks are
+//! read from the in-memory lock table (`lock_table`), never from the lock CF.
 //!
 //! Each write command (prewrite, commit, rollback, pessimistic lock) runs under the latches
-//! of its keys, checks every key first and then writes one atomic batch, so a command either
-//! applies to all its keys or to none.
+//! of its keys, checks every key first and then writes one atomic batch (and changes the
+//! lock table after it), so a command either applies to all its keys or to none.
 
 use std::sync::Arc;
 
 use strata_common::{Error, LockInfo, Result, Timestamp};
 use strata_kv::{LockMode, Mutation, PessimisticLockRequest, PrewriteRequest, TxnStatus};
-use strata_storage::{Cf, Engine, WriteBatch};
+use strata_storage::{Cf, Engine};
 
 use crate::latches::Latches;
+use crate::lock_table::{Changes, Held, LockTable};
 use crate::records::{
     decode_user_key, encode_user_key, split_versioned, versioned, Kind, Lock, Write, SHORT_VALUE_MAX,
 };
@@ -23,6 +25,8 @@ use crate::records::{
 pub struct MvccStore {
     engine: Arc<dyn Engine>,
     latches: Latches,
+    /// Every lock, in memory (the lock CF is its durable half: see `lock_table`).
+    locks: LockTable,
 }
 
 /// What one walk over a key's write records found (`MvccStore::history`).
@@ -55,9 +59,10 @@ fn lock_info(key: &[u8], l: &Lock) -> Error {
 }
 
 impl MvccStore {
-    /// A store on `engine`.
-    pub fn new(engine: Arc<dyn Engine>) -> MvccStore {
-        MvccStore { engine, latches: Latches::default() }
+    /// A store on `engine`, with the locks its lock CF holds.
+    pub fn open(engine: Arc<dyn Engine>) -> Result<MvccStore> {
+        let locks = LockTable::load(engine.as_ref())?;
+        Ok(MvccStore { engine, latches: Latches::default(), locks })
     }
 
     /// The engine underneath (for local metadata such as the TSO window).
@@ -65,8 +70,18 @@ impl MvccStore {
         &self.engine
     }
 
-    fn load_lock(&self, key: &[u8]) -> Result<Option<Lock>> {
-        self.engine.get(Cf::Lock, key)?.map(|b| Lock::decode(&b)).transpose()
+    fn load_lock(&self, key: &[u8]) -> Option<Held> {
+        self.locks.get(key)
+    }
+
+    /// Writes a command's batch, then its lock-table changes.
+    fn apply(&self, changes: Changes, sync: bool) -> Result<()> {
+        changes.apply(self.engine.as_ref(), &self.locks, sync)
+    }
+
+    /// How many locks are held now.
+    pub fn lock_count(&self) -> usize {
+        self.locks.len()
     }
 
     /// A lock blocks a reader at `ts` if it may commit below `ts`.
@@ -97,9 +112,9 @@ impl MvccStore {
 
     /// Reads `key` at `ts`.
     pub fn get(&self, key: &[u8], ts: Timestamp) -> Result<Option<Vec<u8>>> {
-        if let Some(l) = self.load_lock(key)? {
-            if Self::blocks_read(&l, ts) {
-                return Err(lock_info(key, &l));
+        if let Some(h) = self.load_lock(key) {
+            if Self::blocks_read(&h.lock, ts) {
+                return Err(lock_info(key, &h.lock));
             }
         }
         let enc = encode_user_key(key);
@@ -136,8 +151,10 @@ impl MvccStore {
 
     /// Reads up to `limit` live entries of `[start, end)` at `ts`.
     pub fn scan(&self, start: &[u8], end: &[u8], ts: Timestamp, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        // Open the lock cursor before the write cursor: see the module docs.
-        let mut locks = self.engine.cursor(Cf::Lock, start, end)?;
+        // The first lock in the range that blocks this read, taken before the versions are
+        // read (see the module docs); a lock that appears later belongs to a transaction
+        // that will commit above `ts`.
+        let blocking = self.locks.find_in_range(start, end, |l| Self::blocks_read(l, ts));
         let (enc_start, enc_end) = (encode_user_key(start), encode_user_key(end));
         let mut c = self.engine.cursor(Cf::Write, &enc_start, &enc_end)?;
         let mut out = Vec::new();
@@ -165,18 +182,10 @@ impl MvccStore {
         }
         // Locks only matter up to the last key returned when the limit cut the scan short.
         let bound = if out.len() >= limit { out.last().map(|(k, _)| k.clone()) } else { None };
-        locks.seek(start);
-        while locks.valid()? {
-            if bound.as_ref().is_some_and(|b| locks.key() > b.as_slice()) {
-                break;
-            }
-            let l = Lock::decode(locks.value())?;
-            if Self::blocks_read(&l, ts) {
-                return Err(lock_info(locks.key(), &l));
-            }
-            locks.next();
+        match blocking {
+            Some((key, l)) if bound.as_ref().is_none_or(|b| key <= *b) => Err(lock_info(&key, &l)),
+            _ => Ok(out),
         }
-        Ok(out)
     }
 
     /// Finds the write record `start_ts` left on `key` (commit or rollback), if any.
@@ -234,7 +243,7 @@ impl MvccStore {
     /// Takes pessimistic locks on all keys, or on none. Returns the keys' latest committed
     /// values (in `req.keys` order; with every key locked nothing can commit past them),
     /// or `Err(blocked)` inside if another transaction holds one of them (the caller waits
-    /// and retries).
+    /// and retries). The locks live in the lock table only (see `lock_table`).
     #[allow(clippy::type_complexity)]
     pub fn pessimistic_lock(
         &self,
@@ -242,13 +251,13 @@ impl MvccStore {
         sync: bool,
     ) -> Result<std::result::Result<Vec<Option<Vec<u8>>>, Blocked>> {
         let _g = self.latches.acquire(req.keys.iter());
-        let mut batch = WriteBatch::default();
+        let mut changes = Changes::default();
         let mut values = Vec::with_capacity(req.keys.len());
         for key in &req.keys {
-            let lock = self.load_lock(key)?;
-            if let Some(l) = &lock {
-                if l.start_ts != req.start_ts {
-                    return Ok(Err(Blocked { key: key.clone(), holder: l.start_ts }));
+            let held = self.load_lock(key);
+            if let Some(h) = &held {
+                if h.lock.start_ts != req.start_ts {
+                    return Ok(Err(Blocked { key: key.clone(), holder: h.lock.start_ts }));
                 }
             }
             let enc = encode_user_key(key);
@@ -257,7 +266,7 @@ impl MvccStore {
                 Some(w) => self.value_of(&enc, w)?,
                 None => None,
             });
-            if lock.is_some() {
+            if held.is_some() {
                 continue; // ours already
             }
             if let Some((commit_ts, w)) = h.newest {
@@ -283,29 +292,27 @@ impl MvccStore {
                 for_update_ts: req.for_update_ts,
                 short_value: None,
             };
-            batch.put(Cf::Lock, key.clone(), lock.encode());
+            changes.put_lock(key, lock, false);
         }
-        if !batch.is_empty() {
-            self.engine.write(batch, sync)?;
-        }
+        self.apply(changes, sync)?;
         Ok(Ok(values))
     }
 
     /// Prewrite: checks conflicts on every key, then stages all values under locks.
     pub fn prewrite(&self, req: &PrewriteRequest, sync: bool) -> Result<()> {
         let _g = self.latches.acquire(req.mutations.iter().map(|m| m.key()));
-        let mut batch = WriteBatch::default();
+        let mut changes = Changes::default();
         for (i, m) in req.mutations.iter().enumerate() {
             let key = m.key();
             let enc = encode_user_key(key);
             let must_hold = req.mode == LockMode::Pessimistic && req.locked.get(i).copied().unwrap_or(false);
-            match self.load_lock(key)? {
-                Some(l) if l.start_ts == req.start_ts => {
-                    if l.kind != Kind::Pessimistic {
+            match self.load_lock(key) {
+                Some(h) if h.lock.start_ts == req.start_ts => {
+                    if h.lock.kind != Kind::Pessimistic {
                         continue; // already prewritten: the command is idempotent
                     }
                 }
-                Some(l) => return Err(lock_info(key, &l)),
+                Some(h) => return Err(lock_info(key, &h.lock)),
                 None if must_hold => return Err(Error::TxnRolledBack(req.start_ts)),
                 None => {
                     let h = self.history(&enc, req.start_ts)?;
@@ -334,42 +341,31 @@ impl MvccStore {
                 Mutation::Delete(_) => (Kind::Delete, None),
                 Mutation::Lock(_) => (Kind::Lock, None),
             };
-            let short_value = match value {
-                Some(v) if v.len() > SHORT_VALUE_MAX => {
-                    batch.put(Cf::Data, versioned(&enc, req.start_ts), v.clone());
-                    None
-                }
-                other => other.cloned(),
-            };
+            // The lock holds the staged value, whatever its size, until commit writes it.
             let lock = Lock {
                 kind,
                 primary: req.primary.clone(),
                 start_ts: req.start_ts,
                 ttl_ms: req.ttl_ms,
                 for_update_ts: Timestamp::ZERO,
-                short_value,
+                short_value: value.cloned(),
             };
-            batch.put(Cf::Lock, key.to_vec(), lock.encode());
+            changes.put_lock(key, lock, false);
         }
-        if !batch.is_empty() {
-            self.engine.write(batch, sync)?;
-        }
-        Ok(())
+        self.apply(changes, sync)
     }
 
     /// Commits keys of `start_ts` at `commit_ts` (durable when it returns if `sync`).
     pub fn commit(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp, sync: bool) -> Result<()> {
         let _g = self.latches.acquire(keys.iter());
-        let mut batch = WriteBatch::default();
+        let mut changes = Changes::default();
         for key in keys {
             let enc = encode_user_key(key);
-            match self.load_lock(key)? {
-                Some(l) if l.start_ts == start_ts && l.kind != Kind::Pessimistic => {
-                    let w = Write { kind: l.kind, start_ts, short_value: l.short_value };
-                    batch.put(Cf::Write, versioned(&enc, commit_ts), w.encode());
-                    batch.delete(Cf::Lock, key.clone());
+            match self.load_lock(key) {
+                Some(h) if h.lock.start_ts == start_ts && h.lock.kind != Kind::Pessimistic => {
+                    Self::commit_key(&mut changes, key, &enc, h, commit_ts);
                 }
-                Some(l) if l.start_ts == start_ts => {
+                Some(h) if h.lock.start_ts == start_ts => {
                     return Err(Error::internal("commit of a key that was locked but never prewritten"));
                 }
                 _ => match self.find_own_write(&enc, start_ts)? {
@@ -378,22 +374,37 @@ impl MvccStore {
                 },
             }
         }
-        if !batch.is_empty() {
-            self.engine.write(batch, sync)?;
-        }
-        Ok(())
+        self.apply(changes, sync)
     }
 
-    fn rollback_key(&self, batch: &mut WriteBatch, key: &[u8], start_ts: Timestamp) -> Result<()> {
+    /// Turns `key`'s prewrite lock `held` into a commit record at `commit_ts`, with its value
+    /// (inside the record if short, in the data CF if not).
+    fn commit_key(changes: &mut Changes, key: &[u8], enc: &[u8], held: Held, commit_ts: Timestamp) {
+        changes.remove_lock(key, &held);
+        let l = held.lock;
+        // A lock read from disk (written by an older version) has its long value stored
+        // already; one in memory carries it.
+        let short_value = match l.short_value {
+            Some(v) if v.len() > SHORT_VALUE_MAX && !held.on_disk => {
+                changes.batch.put(Cf::Data, versioned(enc, l.start_ts), v);
+                None
+            }
+            other => other,
+        };
+        let w = Write { kind: l.kind, start_ts: l.start_ts, short_value };
+        changes.batch.put(Cf::Write, versioned(enc, commit_ts), w.encode());
+    }
+
+    fn rollback_key(&self, changes: &mut Changes, key: &[u8], start_ts: Timestamp) -> Result<()> {
         let enc = encode_user_key(key);
-        match self.load_lock(key)? {
-            Some(l) if l.start_ts == start_ts => {
-                batch.delete(Cf::Lock, key.to_vec());
-                if l.kind == Kind::Pessimistic {
+        match self.load_lock(key) {
+            Some(h) if h.lock.start_ts == start_ts => {
+                changes.remove_lock(key, &h);
+                if h.lock.kind == Kind::Pessimistic {
                     return Ok(()); // never prewritten: nothing can be committed later
                 }
-                if l.kind == Kind::Put && l.short_value.is_none() {
-                    batch.delete(Cf::Data, versioned(&enc, start_ts));
+                if h.on_disk && h.lock.kind == Kind::Put && h.lock.short_value.is_none() {
+                    changes.batch.delete(Cf::Data, versioned(&enc, start_ts));
                 }
             }
             _ => {
@@ -406,21 +417,18 @@ impl MvccStore {
             }
         }
         let w = Write { kind: Kind::Rollback, start_ts, short_value: None };
-        batch.put(Cf::Write, versioned(&enc, start_ts), w.encode());
+        changes.batch.put(Cf::Write, versioned(&enc, start_ts), w.encode());
         Ok(())
     }
 
     /// Rolls back the locks of `start_ts` on `keys`.
     pub fn rollback(&self, keys: &[Vec<u8>], start_ts: Timestamp, sync: bool) -> Result<()> {
         let _g = self.latches.acquire(keys.iter());
-        let mut batch = WriteBatch::default();
+        let mut changes = Changes::default();
         for key in keys {
-            self.rollback_key(&mut batch, key, start_ts)?;
+            self.rollback_key(&mut changes, key, start_ts)?;
         }
-        if !batch.is_empty() {
-            self.engine.write(batch, sync)?;
-        }
-        Ok(())
+        self.apply(changes, sync)
     }
 
     /// Keeps a live transaction's locks from expiring: the primary lock's TTL (counted from
@@ -428,13 +436,13 @@ impl MvccStore {
     /// `primary` any more (finished, or rolled back by someone who judged it dead).
     pub fn txn_heart_beat(&self, primary: &[u8], start_ts: Timestamp, ttl_ms: u64, sync: bool) -> Result<bool> {
         let _g = self.latches.acquire([primary]);
-        match self.load_lock(primary)? {
-            Some(mut l) if l.start_ts == start_ts => {
-                if ttl_ms > l.ttl_ms {
-                    l.ttl_ms = ttl_ms;
-                    let mut batch = WriteBatch::default();
-                    batch.put(Cf::Lock, primary.to_vec(), l.encode());
-                    self.engine.write(batch, sync)?;
+        match self.load_lock(primary) {
+            Some(h) if h.lock.start_ts == start_ts => {
+                if ttl_ms > h.lock.ttl_ms {
+                    let mut changes = Changes::default();
+                    let on_disk = h.on_disk;
+                    changes.put_lock(primary, Lock { ttl_ms, ..h.lock }, on_disk);
+                    self.apply(changes, sync)?;
                 }
                 Ok(true)
             }
@@ -451,16 +459,16 @@ impl MvccStore {
         sync: bool,
     ) -> Result<TxnStatus> {
         let _g = self.latches.acquire([primary]);
-        if let Some(l) = self.load_lock(primary)? {
-            if l.start_ts == start_ts {
-                let expires = start_ts.physical_ms() + l.ttl_ms;
+        if let Some(h) = self.load_lock(primary) {
+            if h.lock.start_ts == start_ts {
+                let expires = start_ts.physical_ms() + h.lock.ttl_ms;
                 let now = current_ts.physical_ms();
                 if now < expires {
                     return Ok(TxnStatus::Locked { ttl_left_ms: expires - now });
                 }
-                let mut batch = WriteBatch::default();
-                self.rollback_key(&mut batch, primary, start_ts)?;
-                self.engine.write(batch, sync)?;
+                let mut changes = Changes::default();
+                self.rollback_key(&mut changes, primary, start_ts)?;
+                self.apply(changes, sync)?;
                 return Ok(TxnStatus::RolledBack);
             }
         }
@@ -470,9 +478,9 @@ impl MvccStore {
             Some((commit_ts, _)) => Ok(TxnStatus::Committed(commit_ts)),
             None => {
                 // Never saw the primary: make sure it can never commit.
-                let mut batch = WriteBatch::default();
-                self.rollback_key(&mut batch, primary, start_ts)?;
-                self.engine.write(batch, sync)?;
+                let mut changes = Changes::default();
+                self.rollback_key(&mut changes, primary, start_ts)?;
+                self.apply(changes, sync)?;
                 Ok(TxnStatus::RolledBack)
             }
         }
@@ -487,36 +495,29 @@ impl MvccStore {
         sync: bool,
     ) -> Result<()> {
         let _g = self.latches.acquire(keys.iter());
-        let mut batch = WriteBatch::default();
+        let mut changes = Changes::default();
         for key in keys {
-            let Some(l) = self.load_lock(key)? else { continue };
-            if l.start_ts != start_ts {
+            let Some(h) = self.load_lock(key) else { continue };
+            if h.lock.start_ts != start_ts {
                 continue;
             }
             match commit_ts {
-                Some(ts) if l.kind != Kind::Pessimistic => {
-                    let w = Write { kind: l.kind, start_ts, short_value: l.short_value };
-                    batch.put(Cf::Write, versioned(&encode_user_key(key), ts), w.encode());
-                    batch.delete(Cf::Lock, key.clone());
+                Some(ts) if h.lock.kind != Kind::Pessimistic => {
+                    Self::commit_key(&mut changes, key, &encode_user_key(key), h, ts);
                 }
-                _ => self.rollback_key(&mut batch, key, start_ts)?,
+                _ => self.rollback_key(&mut changes, key, start_ts)?,
             }
         }
-        if !batch.is_empty() {
-            self.engine.write(batch, sync)?;
-        }
-        Ok(())
+        self.apply(changes, sync)
     }
 
     /// Every lock in the store (for recovery at startup and for tests).
-    pub fn all_locks(&self) -> Result<Vec<(Vec<u8>, Lock)>> {
-        let mut c = self.engine.cursor(Cf::Lock, &[], &[0xFF; 16])?;
-        c.seek(&[]);
-        let mut out = Vec::new();
-        while c.valid()? {
-            out.push((c.key().to_vec(), Lock::decode(c.value())?));
-            c.next();
-        }
-        Ok(out)
+    pub fn all_locks(&self) -> Vec<(Vec<u8>, Lock)> {
+        self.locks.all()
+    }
+
+    /// Forgets the locks in `[start, end)` (their range is being destroyed).
+    pub(crate) fn forget_locks(&self, start: &[u8], end: &[u8]) {
+        self.locks.remove_range(start, end);
     }
 }

@@ -8,7 +8,7 @@ use strata_mvcc::{LocalClient, MvccStore};
 use strata_storage::MemoryEngine;
 
 fn client() -> LocalClient {
-    LocalClient::new(Arc::new(MvccStore::new(Arc::new(MemoryEngine::new()))), false)
+    LocalClient::new(Arc::new(MvccStore::open(Arc::new(MemoryEngine::new())).expect("open store")), false)
 }
 
 fn ts(t: u64) -> Timestamp {
@@ -272,4 +272,111 @@ async fn a_heart_beat_keeps_a_live_transaction_from_being_judged_expired() {
     assert_eq!(status, TxnStatus::RolledBack);
     assert!(!c.txn_heart_beat(b"hb", ts(1_000), 60_000).await.expect("heart beat"));
     assert!(c.commit(&[b"hb".to_vec()], ts(1_000), ts(31_000)).await.is_err(), "a rolled back txn cannot commit");
+}
+
+/// Every record of one column family, raw.
+fn cf_entries(engine: &Arc<dyn strata_storage::Engine>, cf: strata_storage::Cf) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut cur = engine.cursor(cf, &[], &[0xFF; 16]).expect("cursor");
+    cur.seek(&[]);
+    let mut out = Vec::new();
+    while cur.valid().expect("valid") {
+        out.push((cur.key().to_vec(), cur.value().to_vec()));
+        cur.next();
+    }
+    out
+}
+
+#[tokio::test]
+async fn locks_stay_in_memory_and_commit_writes_the_transaction_in_one_batch() {
+    use strata_storage::Cf;
+    let c = client();
+    let engine = c.store().engine().clone();
+    let long = "L".repeat(1000); // past the inline limit: goes to the data CF at commit
+    let lock = PessimisticLockRequest {
+        keys: vec![b"a".to_vec()],
+        primary: b"a".to_vec(),
+        start_ts: ts(10),
+        for_update_ts: ts(10),
+        ttl_ms: 3000,
+        wait_timeout_ms: None,
+    };
+    c.pessimistic_lock(lock).await.expect("lock");
+    let mut req = prewrite(vec![put("a", "short"), put("b", &long)], ts(10), LockMode::Pessimistic);
+    Arc::get_mut(&mut req).expect("sole owner").locked = vec![true, false];
+    c.prewrite(req).await.expect("prewrite");
+    for cf in [Cf::Lock, Cf::Write, Cf::Data] {
+        assert!(cf_entries(&engine, cf).is_empty(), "{cf:?} written before commit");
+    }
+    assert_eq!(c.store().lock_count(), 2);
+    // The locks still block readers that might see the commit, and scans too.
+    assert!(matches!(get(&c, "b", 20).await, Err(Error::KeyLocked(_))));
+    assert!(matches!(c.scan(b"a", b"z", ts(20), 100).await, Err(Error::KeyLocked(_))));
+    assert_eq!(get(&c, "b", 5).await.expect("older reader"), None);
+
+    c.commit(&[b"a".to_vec(), b"b".to_vec()], ts(10), ts(11)).await.expect("commit");
+    assert_eq!(c.store().lock_count(), 0);
+    assert!(cf_entries(&engine, Cf::Lock).is_empty(), "nothing ever reaches the lock CF");
+    assert_eq!(cf_entries(&engine, Cf::Write).len(), 2);
+    assert_eq!(cf_entries(&engine, Cf::Data).len(), 1, "the long value");
+    assert_eq!(get(&c, "a", 20).await.expect("read").as_deref(), Some("short"));
+    assert_eq!(get(&c, "b", 20).await.expect("read").as_deref(), Some(long.as_str()));
+    let rows = c.scan(b"a", b"z", ts(20), 100).await.expect("scan");
+    assert_eq!(rows.len(), 2);
+}
+
+#[tokio::test]
+async fn a_crash_before_commit_leaves_nothing_behind() {
+    let engine: Arc<dyn strata_storage::Engine> = Arc::new(MemoryEngine::new());
+    {
+        let c = LocalClient::new(Arc::new(MvccStore::open(engine.clone()).expect("open")), false);
+        let long = "L".repeat(1000);
+        c.prewrite(prewrite(vec![put("a", "1"), put("b", &long)], ts(10), LockMode::Optimistic))
+            .await
+            .expect("prewrite");
+    } // the process dies here
+    let c = LocalClient::new(Arc::new(MvccStore::open(engine.clone()).expect("reopen")), false);
+    assert_eq!(c.recover_locks().expect("recover"), 0);
+    for cf in strata_storage::Cf::ALL {
+        assert!(cf_entries(&engine, cf).is_empty(), "{cf:?} holds a trace of the uncommitted transaction");
+    }
+    assert_eq!(get(&c, "a", 20).await.expect("read"), None);
+    assert_eq!(get(&c, "b", 20).await.expect("read"), None);
+}
+
+#[tokio::test]
+async fn locks_an_older_version_left_on_disk_are_loaded_and_resolved() {
+    use strata_mvcc::records::{encode_user_key, versioned, Kind, Lock, Write};
+    use strata_storage::{Cf, WriteBatch};
+    let engine: Arc<dyn strata_storage::Engine> = Arc::new(MemoryEngine::new());
+    let long = vec![b'L'; 1000];
+    let lock = |kind: Kind, primary: &str, start: u64, value: Option<Vec<u8>>| Lock {
+        kind,
+        primary: primary.as_bytes().to_vec(),
+        start_ts: ts(start),
+        ttl_ms: 3000,
+        for_update_ts: Timestamp::ZERO,
+        short_value: value,
+    };
+    // As an older version left them: transaction 10 committed its primary "p" at 11 but not
+    // its secondary "s" (long value already in the data CF); transaction 12 never committed;
+    // a pessimistic lock of transaction 14.
+    let mut b = WriteBatch::default();
+    let w = Write { kind: Kind::Put, start_ts: ts(10), short_value: Some(b"1".to_vec()) };
+    b.put(Cf::Write, versioned(&encode_user_key(b"p"), ts(11)), w.encode());
+    b.put(Cf::Lock, b"s".to_vec(), lock(Kind::Put, "p", 10, None).encode());
+    b.put(Cf::Data, versioned(&encode_user_key(b"s"), ts(10)), long.clone());
+    b.put(Cf::Lock, b"q".to_vec(), lock(Kind::Put, "q", 12, Some(b"2".to_vec())).encode());
+    b.put(Cf::Lock, b"r".to_vec(), lock(Kind::Pessimistic, "r", 14, None).encode());
+    engine.write(b, true).expect("write");
+
+    let c = LocalClient::new(Arc::new(MvccStore::open(engine.clone()).expect("open")), false);
+    assert_eq!(c.store().lock_count(), 3, "loaded from the lock CF");
+    assert!(matches!(get(&c, "s", 20).await, Err(Error::KeyLocked(_))), "a loaded lock blocks readers");
+    assert_eq!(c.recover_locks().expect("recover"), 3);
+    assert_eq!(c.store().lock_count(), 0);
+    assert!(cf_entries(&engine, Cf::Lock).is_empty(), "resolved locks are deleted on disk too");
+    let s = c.batch_get(&[b"s".to_vec()], ts(20)).await.expect("read").remove(0);
+    assert_eq!(s, Some(long), "the secondary of a committed primary commits, with its stored value");
+    assert_eq!(get(&c, "q", 20).await.expect("read"), None);
+    assert_eq!(get(&c, "r", 20).await.expect("read"), None);
 }

@@ -30,7 +30,7 @@ fn commit(store: &MvccStore, keys: &[Vec<u8>], start: u64, mode: LockMode) {
 #[test]
 fn commands_do_not_step_over_other_transactions_deletions() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = MvccStore::new(Arc::new(RocksEngine::open(dir.path()).expect("open")));
+    let store = MvccStore::open(Arc::new(RocksEngine::open(dir.path()).expect("open"))).expect("open store");
     // 20,000 committed keys: 20,000 deleted locks in the lock CF.
     for batch in 0..20u32 {
         let keys: Vec<Vec<u8>> = (batch * 1000..(batch + 1) * 1000).map(|i| key(i, "")).collect();

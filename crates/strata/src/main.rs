@@ -17,6 +17,12 @@ use strata_storage_rocks::RocksEngine;
 use tokio::sync::watch;
 use tracing::info;
 
+/// mimalloc instead of glibc's malloc: the server allocates and frees small objects from many
+/// threads, and glibc's arenas spent much of a bulk load growing and trimming heaps
+/// (BENCHMARKS.md, bulk load).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "strata", version, about = "Strata: a MySQL-compatible HTAP database")]
 struct Cli {
@@ -142,7 +148,7 @@ async fn server(args: ServerArgs) -> Result<()> {
         Err(e) => bail!("cannot open storage in {}: {e}", args.data_dir.display()),
     };
     let engine: Arc<dyn strata_storage::Engine> = Arc::new(rocks);
-    let store = Arc::new(MvccStore::new(engine.clone()));
+    let store = Arc::new(MvccStore::open(engine.clone())?);
     let local = LocalClient::new(store.clone(), true);
     let recovered = local.recover_locks()?;
     if recovered > 0 {

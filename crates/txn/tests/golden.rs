@@ -156,7 +156,7 @@ async fn run_op(mut txn: Transaction, op: Op) -> (Option<Transaction>, String) {
 impl TxnRunner {
     fn new() -> TxnRunner {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        let store = Arc::new(MvccStore::new(Arc::new(MemoryEngine::new())));
+        let store = Arc::new(MvccStore::open(Arc::new(MemoryEngine::new())).expect("open store"));
         TxnRunner {
             rt,
             client: Arc::new(LocalClient::new(store, false)),

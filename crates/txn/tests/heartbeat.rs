@@ -13,7 +13,8 @@ use strata_txn::{Transaction, TxnOptions};
 
 fn setup() -> (Arc<dyn Client>, Arc<dyn Oracle>) {
     let engine = Arc::new(MemoryEngine::new());
-    let client: Arc<dyn Client> = Arc::new(LocalClient::new(Arc::new(MvccStore::new(engine.clone())), false));
+    let client: Arc<dyn Client> =
+        Arc::new(LocalClient::new(Arc::new(MvccStore::open(engine.clone()).expect("open store")), false));
     let oracle: Arc<dyn Oracle> = Arc::new(LocalOracle::open(engine, Arc::new(SystemClock)).expect("oracle"));
     (client, oracle)
 }
