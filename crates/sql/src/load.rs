@@ -711,91 +711,41 @@ pub async fn run(
         ));
     }
     let subqueries = binder.take_subqueries();
-    let lenient = spec.lenient();
     let on_dup = match spec.duplicates {
         Duplicates::Replace => OnDuplicate::Replace,
-        _ if lenient => OnDuplicate::Ignore,
+        _ if spec.lenient() => OnDuplicate::Ignore,
         _ => OnDuplicate::Error,
-    };
-    let problem = |code: Code, msg: String| -> Result<()> {
-        if lenient {
-            crate::context::warn(code, msg);
-            Ok(())
-        } else {
-            Err(Error::user(code, msg))
-        }
     };
 
     source.open(&spec.file).await?;
-    let mut reader = FieldReader::new(spec.format.clone(), max_line);
+    let mut lines = Lines {
+        source,
+        reader: FieldReader::new(spec.format.clone(), max_line),
+        done: false,
+        to_skip: spec.skip_lines,
+        records: 0,
+        warnings: 0,
+        table: &table,
+        slots: &slots,
+        nvars: vars.len(),
+        lenient: spec.lenient(),
+    };
     let mut charge = crate::context::Charge::new();
     let mut first_auto = None;
-    let (mut records, mut deleted, mut skipped, mut warnings) = (0u64, 0u64, 0u64, 0u64);
-    let mut to_skip = spec.skip_lines;
+    let (mut deleted, mut skipped, mut dup_warnings) = (0u64, 0u64, 0u64);
     let mut var_values: Vec<Value> = vec![Value::Null; vars.len()];
-    let mut batch = Vec::with_capacity(BATCH_ROWS);
-    let mut done = false;
-    while !done {
-        match source.read().await? {
-            Some(bytes) => reader.feed(&bytes),
-            None => {
-                reader.finish();
-                done = true;
+    // The next batch of lines is read and converted while the previous batch's rows are
+    // stored (the store's commands run on other threads), so the two overlap.
+    let (mut pending, mut stop) = lines.next_batch(BATCH_ROWS).await;
+    loop {
+        let mut rows = Vec::with_capacity(pending.len());
+        for line in pending {
+            let n = line.n;
+            for (code, msg) in line.warnings {
+                crate::context::warn(code, msg);
             }
-        }
-        while let Some(line) = reader.next_line()? {
-            if to_skip > 0 {
-                to_skip -= 1;
-                continue;
-            }
-            records += 1;
-            let n = records;
-            if line.len() < slots.len() {
-                problem(Code::WarnTooFewRecords, format!("Row {n} doesn't contain data for all columns"))?;
-                warnings += 1;
-            } else if line.len() > slots.len() {
-                problem(
-                    Code::WarnTooManyRecords,
-                    format!("Row {n} was truncated; it contained more data than there were input columns"),
-                )?;
-                warnings += 1;
-            }
-            let mut given: Vec<Option<Value>> = vec![None; table.columns.len()];
-            var_values.iter_mut().for_each(|v| *v = Value::Null);
-            for (slot, field) in slots.iter().zip(line) {
-                let value = field.map_or(Value::Null, Value::Bytes);
-                match slot {
-                    Slot::Var(i) => var_values[*i] = value,
-                    Slot::Column(c) => {
-                        let col = &table.columns[*c];
-                        given[*c] = Some(if value.is_null() && !col.nullable && !col.auto_increment {
-                            problem(
-                                Code::WarnNullToNotNull,
-                                format!(
-                                    "Column set to default value; NULL supplied to NOT NULL column '{}' at row {n}",
-                                    col.name
-                                ),
-                            )?;
-                            warnings += 1;
-                            implicit_default(col)
-                        } else if col.generated.is_some() {
-                            value
-                        } else {
-                            match col.coerce(value.clone()) {
-                                Ok(v) => v,
-                                Err(e) if lenient => {
-                                    if let Error::User { code, message } = at_row(e, n) {
-                                        crate::context::warn(code, message);
-                                    }
-                                    warnings += 1;
-                                    adjusted(col, &value)
-                                }
-                                Err(e) => return Err(at_row(e, n)),
-                            }
-                        });
-                    }
-                }
-            }
+            let mut given = line.given;
+            var_values = line.vars;
             if !sets.is_empty() {
                 let now = Value::DateTime(dml.session.now);
                 let mut input: Vec<Value> = Vec::with_capacity(table.columns.len() + vars.len());
@@ -816,18 +766,25 @@ pub async fn run(
             }
             let row = dml.complete_row(txn, &table, given, &mut first_auto).await.map_err(|e| at_row(e, n))?;
             charge.add_row(&row.0)?;
-            batch.push(row);
-            if batch.len() >= BATCH_ROWS {
-                let stored = dml.store_rows(txn, &table, std::mem::take(&mut batch), &on_dup).await?;
-                (deleted, skipped, warnings) = tally(stored, deleted, skipped, warnings);
-                crate::interrupt::checkpoint().await?;
-            }
+            rows.push(row);
         }
+        if let Some(e) = stop {
+            // The lines before the one that failed go first: an earlier row's error wins.
+            if !rows.is_empty() {
+                dml.store_rows(txn, &table, rows, &on_dup).await?;
+            }
+            return Err(e);
+        }
+        if rows.is_empty() {
+            break;
+        }
+        let (stored, next) = tokio::join!(dml.store_rows(txn, &table, rows, &on_dup), lines.next_batch(BATCH_ROWS));
+        (deleted, skipped, dup_warnings) = tally(stored?, deleted, skipped, dup_warnings);
+        (pending, stop) = next;
+        crate::interrupt::checkpoint().await?;
     }
-    if !batch.is_empty() {
-        let stored = dml.store_rows(txn, &table, batch, &on_dup).await?;
-        (deleted, skipped, warnings) = tally(stored, deleted, skipped, warnings);
-    }
+    let records = lines.records;
+    let warnings = lines.warnings + dup_warnings;
     let affected = records - skipped + deleted;
     let result = QueryResult::Ok {
         affected,
@@ -838,6 +795,137 @@ pub async fn run(
     };
     *vars_out = vars.into_iter().zip(var_values).collect();
     Ok(result)
+}
+
+/// One line of the file, converted: the values given for the table's columns and for the
+/// user variables, and the warnings it raised (raised when its row is stored, so they come
+/// in line order).
+struct Line {
+    n: u64,
+    given: Vec<Option<Value>>,
+    vars: Vec<Value>,
+    warnings: Vec<(Code, String)>,
+}
+
+/// Reads the file and converts its lines, a batch ahead of the rows being stored.
+struct Lines<'a> {
+    source: &'a mut dyn FileSource,
+    reader: FieldReader,
+    done: bool,
+    to_skip: u64,
+    /// Lines read (not counting skipped ones).
+    records: u64,
+    /// Data warnings raised so far.
+    warnings: u64,
+    table: &'a TableInfo,
+    slots: &'a [Slot],
+    nvars: usize,
+    lenient: bool,
+}
+
+impl Lines<'_> {
+    /// Up to `max` converted lines (fewer only at the end of the file), and the error that
+    /// stopped it early, if one did: the lines before it are still to be stored.
+    async fn next_batch(&mut self, max: usize) -> (Vec<Line>, Option<Error>) {
+        let mut out = Vec::with_capacity(max);
+        loop {
+            while out.len() < max {
+                match self.reader.next_line() {
+                    Ok(Some(fields)) => {
+                        if self.to_skip > 0 {
+                            self.to_skip -= 1;
+                            continue;
+                        }
+                        match self.convert(fields) {
+                            Ok(line) => out.push(line),
+                            Err(e) => return (out, Some(e)),
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => return (out, Some(e)),
+                }
+            }
+            if out.len() >= max || self.done {
+                return (out, None);
+            }
+            match self.source.read().await {
+                Ok(Some(bytes)) => self.reader.feed(&bytes),
+                Ok(None) => {
+                    self.reader.finish();
+                    self.done = true;
+                }
+                Err(e) => return (out, Some(e)),
+            }
+        }
+    }
+
+    /// A data problem: a warning on the line when the load is lenient, an error if not.
+    fn problem(&mut self, warnings: &mut Vec<(Code, String)>, code: Code, msg: String) -> Result<()> {
+        if !self.lenient {
+            return Err(Error::user(code, msg));
+        }
+        warnings.push((code, msg));
+        self.warnings += 1;
+        Ok(())
+    }
+
+    /// Converts one line's fields to the columns' types (or the variables' values).
+    fn convert(&mut self, fields: Vec<Field>) -> Result<Line> {
+        self.records += 1;
+        let n = self.records;
+        let mut warnings = Vec::new();
+        if fields.len() < self.slots.len() {
+            self.problem(
+                &mut warnings,
+                Code::WarnTooFewRecords,
+                format!("Row {n} doesn't contain data for all columns"),
+            )?;
+        } else if fields.len() > self.slots.len() {
+            self.problem(
+                &mut warnings,
+                Code::WarnTooManyRecords,
+                format!("Row {n} was truncated; it contained more data than there were input columns"),
+            )?;
+        }
+        let table = self.table;
+        let mut given: Vec<Option<Value>> = vec![None; table.columns.len()];
+        let mut vars = vec![Value::Null; self.nvars];
+        for (slot, field) in self.slots.iter().zip(fields) {
+            let value = field.map_or(Value::Null, Value::Bytes);
+            match slot {
+                Slot::Var(i) => vars[*i] = value,
+                Slot::Column(c) => {
+                    let col = &table.columns[*c];
+                    given[*c] = Some(if value.is_null() && !col.nullable && !col.auto_increment {
+                        self.problem(
+                            &mut warnings,
+                            Code::WarnNullToNotNull,
+                            format!(
+                                "Column set to default value; NULL supplied to NOT NULL column '{}' at row {n}",
+                                col.name
+                            ),
+                        )?;
+                        implicit_default(col)
+                    } else if col.generated.is_some() {
+                        value
+                    } else {
+                        match col.coerce(value.clone()) {
+                            Ok(v) => v,
+                            Err(e) if self.lenient => {
+                                if let Error::User { code, message } = at_row(e, n) {
+                                    warnings.push((code, message));
+                                }
+                                self.warnings += 1;
+                                adjusted(col, &value)
+                            }
+                            Err(e) => return Err(at_row(e, n)),
+                        }
+                    });
+                }
+            }
+        }
+        Ok(Line { n, given, vars, warnings })
+    }
 }
 
 /// Adds one batch's counts (its duplicate warnings are raised on the statement).

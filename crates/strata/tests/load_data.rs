@@ -127,6 +127,21 @@ async fn load_data_reads_files_with_mysql_rules() {
     assert!(msg.ends_with("at row 4322"), "{msg}");
     assert_eq!(count_sum(&mut c).await, before, "a failed load leaves nothing behind");
 
+    // Two problems in the same batch of lines (the file is read a batch ahead of the rows
+    // being stored): the duplicate key at line 1500 comes first, so it is the error, not
+    // the bad value at line 1700.
+    let mut two = String::new();
+    for i in 0..3_000 {
+        let id = if i == 1_499 { 200_000 + 10 } else { 200_000 + i };
+        let qty = if i == 1_699 { "lots" } else { "1" };
+        let _ = writeln!(two, "{id}\tt{i}\t{qty}\t");
+    }
+    std::fs::write(files.join("two.tsv"), &two).expect("write two");
+    let (code, msg) = error_of(&mut c, "LOAD DATA INFILE 'two.tsv' INTO TABLE items").await;
+    assert_eq!(code, 1062, "{msg}");
+    assert!(msg.contains("'200010'"), "{msg}");
+    assert_eq!(count_sum(&mut c).await, before, "a failed load leaves nothing behind");
+
     // The same file through LOCAL: the bad value becomes 0 with a warning.
     let local_bad = files.join("bad.tsv");
     let mut c2 = Conn::new(opts(server.port, "root", &[&local_bad])).await.expect("connect");

@@ -201,7 +201,11 @@ impl Transaction {
     pub fn end_statement(&mut self, ok: bool) {
         let stmt = std::mem::take(&mut self.stmt);
         if ok {
-            self.buffer.extend(stmt);
+            if self.buffer.is_empty() {
+                self.buffer = stmt; // the first statement's writes: no merge needed
+            } else {
+                self.buffer.extend(stmt);
+            }
         }
     }
 
@@ -233,21 +237,30 @@ impl Transaction {
         &self,
         keys: &[Vec<u8>],
         ts: Timestamp,
-        mut known: HashMap<Vec<u8>, Option<Vec<u8>>>,
+        known: HashMap<Vec<u8>, Option<Vec<u8>>>,
     ) -> Result<Vec<Option<Vec<u8>>>> {
-        let missing: Vec<Vec<u8>> =
-            keys.iter().filter(|k| self.buffered(k).is_none() && !known.contains_key(*k)).cloned().collect();
-        if !missing.is_empty() {
-            let fetched = self.get_at(&missing, ts).await?;
-            known.extend(missing.into_iter().zip(fetched));
+        let mut out = Vec::with_capacity(keys.len());
+        // Keys to read, and where their values go.
+        let (mut missing, mut slots) = (Vec::new(), Vec::new());
+        for k in keys {
+            match self.buffered(k) {
+                Some(v) => out.push(v.clone()),
+                None => match known.get(k) {
+                    Some(v) => out.push(v.clone()),
+                    None => {
+                        missing.push(k.clone());
+                        slots.push(out.len());
+                        out.push(None);
+                    }
+                },
+            }
         }
-        Ok(keys
-            .iter()
-            .map(|k| match self.buffered(k) {
-                Some(v) => v.clone(),
-                None => known.get(k).cloned().flatten(),
-            })
-            .collect())
+        if !missing.is_empty() {
+            for (slot, v) in slots.into_iter().zip(self.get_at(&missing, ts).await?) {
+                out[slot] = v;
+            }
+        }
+        Ok(out)
     }
 
     /// Reads one key at the snapshot.
