@@ -22,6 +22,13 @@ impl Mutation {
             Mutation::Put(k, _) | Mutation::Delete(k) | Mutation::Lock(k) => k,
         }
     }
+
+    /// The key written, without the value.
+    pub fn into_key(self) -> Vec<u8> {
+        match self {
+            Mutation::Put(k, _) | Mutation::Delete(k) | Mutation::Lock(k) => k,
+        }
+    }
 }
 
 /// How a transaction detects conflicts.

@@ -57,8 +57,8 @@ impl Kind {
 pub struct Lock {
     /// What the lock will do when committed.
     pub kind: Kind,
-    /// The transaction's primary key.
-    pub primary: Vec<u8>,
+    /// The transaction's primary key (shared by all the locks of one command).
+    pub primary: std::sync::Arc<[u8]>,
     /// The transaction's start timestamp.
     pub start_ts: Timestamp,
     /// Time to live, ms, from the physical part of `start_ts`.
@@ -146,7 +146,7 @@ impl Lock {
             start_ts: Timestamp(r.u64()?),
             ttl_ms: r.u64()?,
             for_update_ts: Timestamp(r.u64()?),
-            primary: r.bytes()?,
+            primary: r.bytes()?.into(),
             short_value: r.opt_bytes()?,
         })
     }
@@ -209,7 +209,7 @@ mod tests {
     fn records_round_trip_and_versions_sort_newest_first() {
         let l = Lock {
             kind: Kind::Put,
-            primary: b"p".to_vec(),
+            primary: b"p".as_slice().into(),
             start_ts: Timestamp(5),
             ttl_ms: 3000,
             for_update_ts: Timestamp(6),

@@ -52,7 +52,7 @@ pub struct Blocked {
 fn lock_info(key: &[u8], l: &Lock) -> Error {
     Error::KeyLocked(Box::new(LockInfo {
         key: key.to_vec(),
-        primary: l.primary.clone(),
+        primary: l.primary.to_vec(),
         start_ts: l.start_ts,
         ttl_ms: l.ttl_ms,
     }))
@@ -252,6 +252,7 @@ impl MvccStore {
     ) -> Result<std::result::Result<Vec<Option<Vec<u8>>>, Blocked>> {
         let _g = self.latches.acquire(req.keys.iter());
         let mut changes = Changes::default();
+        let primary: Arc<[u8]> = req.primary.as_slice().into();
         let mut values = Vec::with_capacity(req.keys.len());
         for key in &req.keys {
             let held = self.load_lock(key);
@@ -286,7 +287,7 @@ impl MvccStore {
             }
             let lock = Lock {
                 kind: Kind::Pessimistic,
-                primary: req.primary.clone(),
+                primary: primary.clone(),
                 start_ts: req.start_ts,
                 ttl_ms: req.ttl_ms,
                 for_update_ts: req.for_update_ts,
@@ -302,6 +303,7 @@ impl MvccStore {
     pub fn prewrite(&self, req: &PrewriteRequest, sync: bool) -> Result<()> {
         let _g = self.latches.acquire(req.mutations.iter().map(|m| m.key()));
         let mut changes = Changes::default();
+        let primary: Arc<[u8]> = req.primary.as_slice().into();
         for (i, m) in req.mutations.iter().enumerate() {
             let key = m.key();
             let enc = encode_user_key(key);
@@ -344,7 +346,7 @@ impl MvccStore {
             // The lock holds the staged value, whatever its size, until commit writes it.
             let lock = Lock {
                 kind,
-                primary: req.primary.clone(),
+                primary: primary.clone(),
                 start_ts: req.start_ts,
                 ttl_ms: req.ttl_ms,
                 for_update_ts: Timestamp::ZERO,

@@ -351,7 +351,7 @@ async fn locks_an_older_version_left_on_disk_are_loaded_and_resolved() {
     let long = vec![b'L'; 1000];
     let lock = |kind: Kind, primary: &str, start: u64, value: Option<Vec<u8>>| Lock {
         kind,
-        primary: primary.as_bytes().to_vec(),
+        primary: primary.as_bytes().into(),
         start_ts: ts(start),
         ttl_ms: 3000,
         for_update_ts: Timestamp::ZERO,

@@ -387,7 +387,7 @@ impl DmlCtx<'_> {
             for (p, c) in cols.iter().enumerate() {
                 given[*c] = src[p].take();
             }
-            rows.push(self.complete_row(txn, &table, given, &mut first_auto).await?);
+            rows.push(self.complete_row(txn, &table, given, false, &mut first_auto).await?);
         }
         let stored = self.store_rows(txn, &table, rows, &on_dup).await?;
         Ok(QueryResult::Ok {
@@ -402,12 +402,14 @@ impl DmlCtx<'_> {
     /// A full row to store from the values given for each column (None: the column's
     /// default), with AUTO_INCREMENT and generated columns filled and NOT NULL and CHECK
     /// constraints checked; and its row id when the table has no primary key.
-    /// `first_auto` gets the first AUTO_INCREMENT value generated.
+    /// `coerced`: the given values already have the columns' types (LOAD DATA converts
+    /// them as it reads). `first_auto` gets the first AUTO_INCREMENT value generated.
     pub(crate) async fn complete_row(
         &self,
         txn: &mut Transaction,
         table: &TableInfo,
         given: Vec<Option<Value>>,
+        coerced: bool,
         first_auto: &mut Option<u64>,
     ) -> Result<(Row, Option<i64>)> {
         let now = Value::DateTime(self.session.now);
@@ -416,6 +418,7 @@ impl DmlCtx<'_> {
             let v = match given {
                 Some(_) if c.generated.is_some() => return Err(generated_value_error(c, table)),
                 None if c.generated.is_some() => Value::Null,
+                Some(v) if coerced => v,
                 Some(v) => c.coerce(v)?,
                 None if c.auto_increment => Value::Null,
                 None => default_value(c, &now)?,

@@ -759,12 +759,17 @@ pub async fn run(
                 let mut ctx = ExecCtx::new(txn, dml.params, subqueries.clone());
                 for (col, e) in &sets {
                     given[*col] = match e {
-                        Some(e) => Some(ctx.eval(e, &input).await.map_err(|e| at_row(e, n))?),
+                        Some(e) => {
+                            let v = ctx.eval(e, &input).await.map_err(|e| at_row(e, n))?;
+                            let c = &table.columns[*col];
+                            // Like the file's values, converted here (complete_row does not).
+                            Some(if c.generated.is_some() { v } else { c.coerce(v).map_err(|e| at_row(e, n))? })
+                        }
                         None => None,
                     };
                 }
             }
-            let row = dml.complete_row(txn, &table, given, &mut first_auto).await.map_err(|e| at_row(e, n))?;
+            let row = dml.complete_row(txn, &table, given, true, &mut first_auto).await.map_err(|e| at_row(e, n))?;
             charge.add_row(&row.0)?;
             rows.push(row);
         }

@@ -431,7 +431,6 @@ impl Transaction {
             mutations.swap(0, pos);
             locked.swap(0, pos);
         }
-        let keys: Vec<Vec<u8>> = mutations.iter().map(|m| m.key().to_vec()).collect();
         let req = Arc::new(PrewriteRequest {
             mutations,
             primary,
@@ -454,11 +453,18 @@ impl Transaction {
                     attempt += 1;
                 }
                 Err(e) => {
+                    let keys: Vec<Vec<u8>> = req.mutations.iter().map(|m| m.key().to_vec()).collect();
                     let _ = self.client.rollback(&keys, self.start_ts).await;
                     return Err(e);
                 }
             }
         }
+        // The store's locks hold the values now: keep only the keys (a large transaction's
+        // values are freed before its commit builds the write batch).
+        let keys: Vec<Vec<u8>> = match Arc::try_unwrap(req) {
+            Ok(req) => req.mutations.into_iter().map(Mutation::into_key).collect(),
+            Err(req) => req.mutations.iter().map(|m| m.key().to_vec()).collect(),
+        };
         let commit_ts = self.oracle.get_ts().await?;
         if let Err(e) = self.client.commit(&keys, self.start_ts, commit_ts).await {
             let _ = self.client.rollback(&keys, self.start_ts).await;
