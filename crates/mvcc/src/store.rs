@@ -13,13 +13,17 @@ use std::sync::Arc;
 
 use strata_common::{Error, LockInfo, Result, Timestamp};
 use strata_kv::{LockMode, Mutation, PessimisticLockRequest, PrewriteRequest, TxnStatus};
-use strata_storage::{Cf, Engine};
+use strata_storage::{Cf, Cursor, Engine};
 
 use crate::latches::Latches;
 use crate::lock_table::{Changes, Held, LockTable};
 use crate::records::{
     decode_user_key, encode_user_key, split_versioned, versioned, Kind, Lock, Write, SHORT_VALUE_MAX,
 };
+
+/// How many deleted entries a command's shared write-CF cursor may step over on one seek
+/// before it gives up and the key is read with a cursor of its own.
+const SHARED_CURSOR_SKIPS: u64 = 32;
 
 /// Percolator on one engine.
 pub struct MvccStore {
@@ -209,13 +213,52 @@ impl MvccStore {
     }
 
     /// Walks `enc`'s write records once (newest first) with one cursor bounded to the key's
-    /// versions, collecting what the lock and prewrite checks and the value read need. (The
-    /// cursor is per key on purpose: see `batch_get`.)
+    /// versions, collecting what the lock and prewrite checks and the value read need.
     fn history(&self, enc: &[u8], start_ts: Timestamp) -> Result<History> {
-        let mut h = History::default();
         let mut upper = enc.to_vec();
         upper.extend_from_slice(&[0xFF; 9]);
         let mut c = self.engine.cursor(Cf::Write, enc, &upper)?;
+        Self::walk_history(&mut *c, enc, start_ts)
+    }
+
+    /// `history` through `shared`, a cursor serving all the keys of one command (a new
+    /// iterator per key cost more than the walk). The cursor is limited (`cursor_limited`):
+    /// where reaching the key would mean stepping over a run of deleted entries, it gives up
+    /// and the key gets a cursor of its own, bounded to its versions, which never walks
+    /// past them (see `batch_get` for what an unlimited shared cursor did).
+    fn history_in<'s>(
+        &'s self,
+        shared: &mut Option<Box<dyn Cursor + 's>>,
+        bounds: &(Vec<u8>, Vec<u8>),
+        enc: &[u8],
+        start_ts: Timestamp,
+    ) -> Result<History> {
+        let c = match shared {
+            Some(c) => c,
+            None => shared.insert(self.engine.cursor_limited(Cf::Write, &bounds.0, &bounds.1, SHARED_CURSOR_SKIPS)?),
+        };
+        let h = Self::walk_history(&mut **c, enc, start_ts)?;
+        if c.gave_up() {
+            return self.history(enc, start_ts);
+        }
+        Ok(h)
+    }
+
+    /// The encoded-key bounds of a shared write-CF cursor for `keys`.
+    fn bounds<'k>(keys: impl Iterator<Item = &'k [u8]>) -> (Vec<u8>, Vec<u8>) {
+        let (mut lo, mut hi): (Option<&[u8]>, Option<&[u8]>) = (None, None);
+        for k in keys {
+            lo = Some(lo.map_or(k, |l| l.min(k)));
+            hi = Some(hi.map_or(k, |h| h.max(k)));
+        }
+        let lower = encode_user_key(lo.unwrap_or_default());
+        let mut upper = encode_user_key(hi.unwrap_or_default());
+        upper.extend_from_slice(&[0xFF; 9]);
+        (lower, upper)
+    }
+
+    fn walk_history(c: &mut dyn Cursor, enc: &[u8], start_ts: Timestamp) -> Result<History> {
+        let mut h = History::default();
         c.seek(enc);
         while c.valid()? {
             let (k, commit_ts) = split_versioned(c.key())?;
@@ -253,6 +296,8 @@ impl MvccStore {
         let _g = self.latches.acquire(req.keys.iter());
         let mut changes = Changes::default();
         let primary: Arc<[u8]> = req.primary.as_slice().into();
+        let bounds = Self::bounds(req.keys.iter().map(|k| k.as_slice()));
+        let mut shared = None;
         let mut values = Vec::with_capacity(req.keys.len());
         for key in &req.keys {
             let held = self.load_lock(key);
@@ -262,7 +307,7 @@ impl MvccStore {
                 }
             }
             let enc = encode_user_key(key);
-            let h = self.history(&enc, req.start_ts)?;
+            let h = self.history_in(&mut shared, &bounds, &enc, req.start_ts)?;
             values.push(match h.data {
                 Some(w) => self.value_of(&enc, w)?,
                 None => None,
@@ -304,6 +349,8 @@ impl MvccStore {
         let _g = self.latches.acquire(req.mutations.iter().map(|m| m.key()));
         let mut changes = Changes::default();
         let primary: Arc<[u8]> = req.primary.as_slice().into();
+        let bounds = Self::bounds(req.mutations.iter().map(|m| m.key()));
+        let mut shared = None;
         for (i, m) in req.mutations.iter().enumerate() {
             let key = m.key();
             let enc = encode_user_key(key);
@@ -317,7 +364,7 @@ impl MvccStore {
                 Some(h) => return Err(lock_info(key, &h.lock)),
                 None if must_hold => return Err(Error::TxnRolledBack(req.start_ts)),
                 None => {
-                    let h = self.history(&enc, req.start_ts)?;
+                    let h = self.history_in(&mut shared, &bounds, &enc, req.start_ts)?;
                     if let Some((commit_ts, w)) = h.newest {
                         if req.mode == LockMode::Optimistic && commit_ts > req.start_ts {
                             return Err(Error::WriteConflict {

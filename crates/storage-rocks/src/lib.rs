@@ -64,6 +64,11 @@ struct RocksCursor<'a> {
     it: DBRawIterator<'a>,
 }
 
+/// Whether RocksDB stopped an iterator at its `max_skippable_internal_keys`.
+fn gave_up(status: std::result::Result<(), rocksdb::Error>) -> bool {
+    matches!(status, Err(e) if e.kind() == rocksdb::ErrorKind::Incomplete)
+}
+
 impl Cursor for RocksCursor<'_> {
     fn seek(&mut self, key: &[u8]) {
         self.it.seek(key);
@@ -75,14 +80,19 @@ impl Cursor for RocksCursor<'_> {
         if self.it.valid() {
             return Ok(true);
         }
-        self.it.status().map_err(io)?;
-        Ok(false)
+        match self.it.status() {
+            Err(e) if e.kind() == rocksdb::ErrorKind::Incomplete => Ok(false), // see gave_up
+            other => other.map(|_| false).map_err(io),
+        }
     }
     fn key(&self) -> &[u8] {
         self.it.key().unwrap_or_default()
     }
     fn value(&self) -> &[u8] {
         self.it.value().unwrap_or_default()
+    }
+    fn gave_up(&self) -> bool {
+        !self.it.valid() && gave_up(self.it.status())
     }
 }
 
@@ -95,6 +105,15 @@ impl Engine for RocksEngine {
         let mut ro = ReadOptions::default();
         ro.set_iterate_lower_bound(lower.to_vec());
         ro.set_iterate_upper_bound(upper.to_vec());
+        let it = self.db.raw_iterator_cf_opt(self.handle(cf)?, ro);
+        Ok(Box::new(RocksCursor { it }))
+    }
+
+    fn cursor_limited(&self, cf: Cf, lower: &[u8], upper: &[u8], max_skips: u64) -> Result<Box<dyn Cursor + '_>> {
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_lower_bound(lower.to_vec());
+        ro.set_iterate_upper_bound(upper.to_vec());
+        ro.set_max_skippable_internal_keys(max_skips.max(1));
         let it = self.db.raw_iterator_cf_opt(self.handle(cf)?, ro);
         Ok(Box::new(RocksCursor { it }))
     }

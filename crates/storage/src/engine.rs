@@ -84,6 +84,11 @@ pub trait Cursor {
     fn key(&self) -> &[u8];
     /// The current value (only when valid).
     fn value(&self) -> &[u8];
+    /// Whether the last seek or step gave up (not valid, not at the end) because it would
+    /// have stepped over more deleted entries than the cursor's limit (`Engine::cursor_limited`).
+    fn gave_up(&self) -> bool {
+        false
+    }
 }
 
 /// An ordered key-value store with column families.
@@ -92,6 +97,14 @@ pub trait Engine: Send + Sync + 'static {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// Opens a cursor over `[lower, upper)`, positioned nowhere (call `seek`).
     fn cursor(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>>;
+    /// A cursor like `cursor`, except that a seek or step that would step over more than
+    /// `max_skips` deleted (or overwritten) entries stops and reports `gave_up`, so one cursor
+    /// can serve many keys without ever walking a long run of deletions. Engines without
+    /// deleted entries to skip give a plain cursor.
+    fn cursor_limited(&self, cf: Cf, lower: &[u8], upper: &[u8], max_skips: u64) -> Result<Box<dyn Cursor + '_>> {
+        let _ = max_skips;
+        self.cursor(cf, lower, upper)
+    }
     /// Applies a batch atomically. With `sync`, it is durable (WAL fsynced) when this returns;
     /// concurrent synced writers share one fsync.
     fn write(&self, batch: WriteBatch, sync: bool) -> Result<()>;
