@@ -114,7 +114,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
     async fn serve(&mut self) -> Result<(), ConnError> {
         // A client that stalls during the handshake holds a task and a socket: it gets
         // connect_timeout to finish, as in MySQL.
-        match tokio::time::timeout(self.opts.connect_timeout, self.handshake()).await {
+        // The variable's value now (SET GLOBAL changes it), else the server's option.
+        let connect_timeout = match self.session.global_var("connect_timeout").and_then(|v| v.as_i64()) {
+            Some(s) if s > 0 => std::time::Duration::from_secs(s as u64),
+            _ => self.opts.connect_timeout,
+        };
+        match tokio::time::timeout(connect_timeout, self.handshake()).await {
             Ok(r) => r?,
             Err(_) => return Err(ConnError::Handshake("connect_timeout expired".into())),
         }
@@ -288,7 +293,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             return Err(ConnError::Handshake("account requires TLS".into()));
         }
         if let Some(sessions) = &self.sessions {
-            if sessions.fetch_add(1, Ordering::Relaxed) >= self.opts.max_connections {
+            let limit = match self.session.global_var("max_connections").and_then(|v| v.as_i64()) {
+                Some(n) if n > 0 => n as usize,
+                _ => self.opts.max_connections,
+            };
+            if sessions.fetch_add(1, Ordering::Relaxed) >= limit {
                 sessions.fetch_sub(1, Ordering::Relaxed);
                 self.send_error(&Error::user(Code::TooManyConnections, "Too many connections"));
                 self.io.flush().await?;

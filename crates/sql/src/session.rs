@@ -2056,6 +2056,12 @@ impl Session {
 
     /// A system variable's value as this session sees it: global-only variables from the
     /// server's globals, the rest from the session.
+    /// A global-only system variable's value now (the connection layer reads
+    /// `max_connections` and `connect_timeout` through it, so SET GLOBAL applies at once).
+    pub fn global_var(&self, name: &str) -> Option<Value> {
+        self.engine.globals().get(name).cloned()
+    }
+
     fn sysvar(&self, name: &str) -> Option<Value> {
         match variables::scope(name) {
             variables::Scope::Global => self.engine.globals().get(name).cloned(),

@@ -376,6 +376,36 @@ async fn connection_and_statement_limits_hold() {
     assert_eq!(code(&e), 1461);
     let one: Option<i64> = again.query_first("SELECT 1").await.expect("select");
     assert_eq!(one, Some(1));
+
+    // SET GLOBAL max_connections applies to the next login: 4 sessions now, 6 allowed.
+    again.query_drop("SET GLOBAL max_connections = 6").await.expect("set");
+    held.push(again);
+    for _ in 0..2 {
+        held.push(Conn::new(opts.clone()).await.expect("within the new max_connections"));
+    }
+    let refused = Conn::new(opts.clone()).await.expect_err("over the new max_connections");
+    assert_eq!(code(&refused), 1040);
+
+    // SET GLOBAL connect_timeout too: a handshake stalled for longer than the old 2 s is
+    // still open.
+    held[0].query_drop("SET GLOBAL connect_timeout = 30").await.expect("set");
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_millis(3500))).expect("timeout");
+    let mut greeting = [0u8; 4];
+    s.read_exact(&mut greeting).expect("greeting header");
+    let mut rest = [0u8; 4096];
+    let mut open = true;
+    loop {
+        match s.read(&mut rest) {
+            Ok(0) => {
+                open = false;
+                break;
+            }
+            Ok(_) => continue, // the rest of the greeting
+            Err(_) => break,   // still waiting for us after 3.5 s
+        }
+    }
+    assert!(open, "the server closed a handshake before the new connect_timeout");
 }
 
 /// The server-wide limit (`--memory-limit`) stops a statement that would push all
