@@ -63,6 +63,12 @@ impl LockTable {
         self.map.read().get(key).cloned()
     }
 
+    /// The lock on `key` if `pred` accepts it (a reader's check: locks it may ignore are
+    /// not copied).
+    pub fn get_if(&self, key: &[u8], pred: impl Fn(&Lock) -> bool) -> Option<Lock> {
+        self.map.read().get(key).filter(|h| pred(&h.lock)).map(|h| h.lock.clone())
+    }
+
     /// The first lock in `[start, end)` that `pred` accepts.
     pub fn find_in_range(&self, start: &[u8], end: &[u8], pred: impl Fn(&Lock) -> bool) -> Option<(Vec<u8>, Lock)> {
         if start >= end {

@@ -116,10 +116,8 @@ impl MvccStore {
 
     /// Reads `key` at `ts`.
     pub fn get(&self, key: &[u8], ts: Timestamp) -> Result<Option<Vec<u8>>> {
-        if let Some(h) = self.load_lock(key) {
-            if Self::blocks_read(&h.lock, ts) {
-                return Err(lock_info(key, &h.lock));
-            }
+        if let Some(l) = self.locks.get_if(key, |l| Self::blocks_read(l, ts)) {
+            return Err(lock_info(key, &l));
         }
         let enc = encode_user_key(key);
         match self.read_version(&enc, ts)? {

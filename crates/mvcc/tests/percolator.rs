@@ -228,10 +228,7 @@ async fn destroy_range_removes_every_version_value_and_lock_of_the_range_only() 
 
     let engine = c.store().engine().clone();
     for cf in [strata_storage::Cf::Data, strata_storage::Cf::Write, strata_storage::Cf::Lock] {
-        let mut cur = engine.cursor(cf, &[], &[0xFF; 16]).expect("cursor");
-        cur.seek(&[]);
-        while cur.valid().expect("valid") {
-            let key = cur.key().to_vec();
+        for (key, _) in cf_entries(&engine, cf) {
             let user = match cf {
                 strata_storage::Cf::Lock => key.clone(),
                 _ => {
@@ -244,7 +241,6 @@ async fn destroy_range_removes_every_version_value_and_lock_of_the_range_only() 
                 "{cf:?} still holds {:?}",
                 String::from_utf8_lossy(&user)
             );
-            cur.next();
         }
     }
     for k in outside {

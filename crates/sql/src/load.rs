@@ -41,6 +41,10 @@ pub const VARS_TABLE: &str = "__load_vars__";
 /// Rows converted and stored per batch.
 const BATCH_ROWS: usize = 1024;
 
+/// Bytes of fields a batch read ahead may hold (it is not charged to the statement until
+/// its rows are completed), whatever the line count.
+const BATCH_BYTES: usize = 8 << 20;
+
 /// Where a file's bytes come from: the client (LOCAL) or the server's file system.
 #[async_trait]
 pub trait FileSource: Send {
@@ -829,18 +833,21 @@ struct Lines<'a> {
 }
 
 impl Lines<'_> {
-    /// Up to `max` converted lines (fewer only at the end of the file), and the error that
-    /// stopped it early, if one did: the lines before it are still to be stored.
+    /// Up to `max` converted lines or `BATCH_BYTES` of fields (fewer only at the end of the
+    /// file), and the error that stopped it early, if one did: the lines before it are still
+    /// to be stored.
     async fn next_batch(&mut self, max: usize) -> (Vec<Line>, Option<Error>) {
         let mut out = Vec::with_capacity(max);
+        let mut bytes = 0usize;
         loop {
-            while out.len() < max {
+            while out.len() < max && bytes < BATCH_BYTES {
                 match self.reader.next_line() {
                     Ok(Some(fields)) => {
                         if self.to_skip > 0 {
                             self.to_skip -= 1;
                             continue;
                         }
+                        bytes += fields.iter().map(|f| f.as_ref().map_or(0, Vec::len) + 32).sum::<usize>();
                         match self.convert(fields) {
                             Ok(line) => out.push(line),
                             Err(e) => return (out, Some(e)),
@@ -850,7 +857,7 @@ impl Lines<'_> {
                     Err(e) => return (out, Some(e)),
                 }
             }
-            if out.len() >= max || self.done {
+            if out.len() >= max || bytes >= BATCH_BYTES || self.done {
                 return (out, None);
             }
             match self.source.read().await {

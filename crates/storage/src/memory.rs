@@ -102,6 +102,16 @@ impl Engine for MemoryEngine {
 mod tests {
     use super::*;
 
+    /// The keys from the cursor's position to its end.
+    fn rest(c: &mut dyn Cursor) -> Vec<Vec<u8>> {
+        let mut seen = Vec::new();
+        while c.valid().expect("valid") {
+            seen.push(c.key().to_vec());
+            c.next();
+        }
+        seen
+    }
+
     #[test]
     fn cursor_respects_bounds_and_snapshot() {
         let e = MemoryEngine::new();
@@ -115,11 +125,7 @@ mod tests {
         del.delete(Cf::Write, b"c".to_vec());
         e.write(del, false).expect("delete");
         c.seek(b"a");
-        let mut seen = Vec::new();
-        while c.valid().expect("valid") {
-            seen.push(c.key().to_vec());
-            c.next();
-        }
+        let seen = rest(&mut *c);
         assert_eq!(seen, vec![b"b".to_vec(), b"c".to_vec()]);
         assert_eq!(e.get(Cf::Write, b"c").expect("get"), None);
     }
@@ -138,11 +144,7 @@ mod tests {
         e.write(del, false).expect("delete range");
         let mut c = e.cursor(Cf::Data, b"", b"z").expect("cursor");
         c.seek(b"");
-        let mut seen = Vec::new();
-        while c.valid().expect("valid") {
-            seen.push(c.key().to_vec());
-            c.next();
-        }
+        let seen = rest(&mut *c);
         assert_eq!(seen, vec![b"a".to_vec(), b"d".to_vec()]);
         assert_eq!(e.get(Cf::Write, b"b").expect("get"), Some(b"w".to_vec()), "other column families untouched");
     }

@@ -81,6 +81,11 @@ pub struct Transaction {
     heartbeat: Option<Heartbeat>,
 }
 
+/// The keys a prewrite request writes.
+fn keys_of(req: &PrewriteRequest) -> Vec<Vec<u8>> {
+    req.mutations.iter().map(|m| m.key().to_vec()).collect()
+}
+
 /// Milliseconds since `began`, plus `base`.
 fn age_plus(began: Instant, base: u64) -> u64 {
     u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX).saturating_add(base)
@@ -453,8 +458,7 @@ impl Transaction {
                     attempt += 1;
                 }
                 Err(e) => {
-                    let keys: Vec<Vec<u8>> = req.mutations.iter().map(|m| m.key().to_vec()).collect();
-                    let _ = self.client.rollback(&keys, self.start_ts).await;
+                    let _ = self.client.rollback(&keys_of(&req), self.start_ts).await;
                     return Err(e);
                 }
             }
@@ -463,7 +467,7 @@ impl Transaction {
         // values are freed before its commit builds the write batch).
         let keys: Vec<Vec<u8>> = match Arc::try_unwrap(req) {
             Ok(req) => req.mutations.into_iter().map(Mutation::into_key).collect(),
-            Err(req) => req.mutations.iter().map(|m| m.key().to_vec()).collect(),
+            Err(req) => keys_of(&req),
         };
         let commit_ts = self.oracle.get_ts().await?;
         if let Err(e) = self.client.commit(&keys, self.start_ts, commit_ts).await {
