@@ -134,6 +134,12 @@ codes! {
     UpdateTableUsed = 1093, "HY000";
     WrongUsage = 1221, "HY000";
     NonUpdatableTable = 1288, "HY000";
+    WrongObject = 1347, "HY000";
+    ViewWrongList = 1353, "HY000";
+    ViewInvalid = 1356, "HY000";
+    ViewRecursive = 1462, "HY000";
+    CteMaxRecursionDepth = 3636, "HY000";
+    CteRecursiveRequiresUnion = 3573, "HY000";
     WrongNumberOfColumnsInSelect = 1222, "21000";
     IllegalReference = 1247, "42S22";
     UnknownTimeZone = 1298, "HY000";

@@ -14,11 +14,12 @@ use sqlparser::ast;
 use strata_common::time::DateTime;
 use strata_common::{Code, Error, Result, Value};
 
-use crate::catalog::{Catalog, TableInfo};
+use crate::catalog::{Catalog, TableInfo, ViewInfo};
 use crate::expr::{number_literal, AggCall, AggFunc, BinOp, CastType, Expr, SubqueryKind, UnaryOp};
 use crate::functions::{is_aggregate, is_session_function};
 use crate::plan::{Access, JoinKind, KeyRange, OutputColumn, Plan, Query, SubqueryPlan};
 use crate::types::ColumnType;
+use crate::typing::SqlType;
 
 mod decorrelate;
 
@@ -88,8 +89,43 @@ struct Cte {
     query: Query,
 }
 
+/// Types of the names visible while binding.
+struct BindEnv<'b, 'a> {
+    binder: &'b Binder<'a>,
+    scope: &'b Scope,
+}
+
+impl crate::typing::TypeEnv for BindEnv<'_, '_> {
+    fn column(&self, i: usize) -> SqlType {
+        self.scope.columns.get(i).map(|c| SqlType::of_output(&c.meta)).unwrap_or_else(SqlType::unknown)
+    }
+
+    fn outer(&self, depth: usize, i: usize) -> SqlType {
+        let outer = &self.binder.outer;
+        outer
+            .len()
+            .checked_sub(depth + 1)
+            .and_then(|k| outer[k].columns.get(i))
+            .map(|c| SqlType::of_output(&c.meta))
+            .unwrap_or_else(SqlType::unknown)
+    }
+
+    fn subquery(&self, id: usize) -> SqlType {
+        self.binder.subqueries.get(id).map(|s| s.ty.clone()).unwrap_or_else(SqlType::unknown)
+    }
+
+    fn param(&self, i: usize) -> SqlType {
+        match self.binder.params.get(i) {
+            Some(v) => SqlType::of_value(v).or_null(true),
+            None => SqlType::unknown(),
+        }
+    }
+}
+
 /// Binds and plans statements.
 pub struct Binder<'a> {
+    /// Values of the statement's parameters, when known (they type `?` in result metadata).
+    pub params: &'a [Value],
     catalog: &'a Catalog,
     session: &'a SessionInfo,
     outer: Vec<Scope>,
@@ -100,6 +136,11 @@ pub struct Binder<'a> {
     decorrelated: usize,
     /// Lock rows read (SELECT ... FOR UPDATE).
     pub lock_reads: bool,
+    /// Recursive CTEs planned so far (numbers their work tables).
+    work_tables: usize,
+    /// Databases of the views being expanded, innermost last (names in a view's query
+    /// resolve in its own database).
+    view_db: Vec<String>,
 }
 
 fn lower(s: &str) -> String {
@@ -291,6 +332,9 @@ impl<'a> Binder<'a> {
     /// A binder for one statement.
     pub fn new(catalog: &'a Catalog, session: &'a SessionInfo) -> Binder<'a> {
         Binder {
+            params: &[],
+            view_db: Vec::new(),
+            work_tables: 0,
             catalog,
             session,
             outer: Vec::new(),
@@ -309,16 +353,82 @@ impl<'a> Binder<'a> {
 
     /// The current database or error 1046.
     pub fn current_db(&self) -> Result<String> {
+        if let Some(db) = self.view_db.last() {
+            return Ok(db.clone());
+        }
         self.session.db.clone().ok_or_else(|| Error::user(Code::NoDb, "No database selected"))
     }
 
-    /// Resolves a table name.
+    /// A view as the statement's transaction sees it (from its pinned schema).
+    pub fn view_info(&self, db: &str, name: &str) -> Option<Arc<ViewInfo>> {
+        match &self.session.schema {
+            Some(schema) => schema.try_view(db, name),
+            None => self.catalog.try_view(db, name),
+        }
+    }
+
+    /// Plans a view's query as a derived table: in the view's database, without the
+    /// enclosing statement's CTEs or outer rows. Returns the plan and its columns, named
+    /// by the view's column list.
+    pub fn view_query(&mut self, view: &ViewInfo) -> Result<(Plan, Vec<OutputColumn>)> {
+        let (plan, mut cols) = self.bind_view_query(view).map_err(|e| match e.code() {
+            Code::NoSuchTable | Code::BadField | Code::BadDb | Code::FunctionNotExists | Code::TableAccessDenied => {
+                invalid_view(view)
+            }
+            _ => e,
+        })?;
+        if !view.columns.is_empty() {
+            if view.columns.len() != cols.len() {
+                return Err(invalid_view(view));
+            }
+            for (c, n) in cols.iter_mut().zip(&view.columns) {
+                c.name = n.clone();
+            }
+        }
+        for c in &mut cols {
+            c.table = view.name.clone();
+            c.org_table = view.name.clone();
+            c.db = view.db.clone();
+            c.org_name = c.name.clone();
+        }
+        Ok((plan, cols))
+    }
+
+    /// Binds a view's stored query (errors as the query itself reports them).
+    pub fn bind_view_query(&mut self, view: &ViewInfo) -> Result<(Plan, Vec<OutputColumn>)> {
+        if self.view_db.len() >= MAX_VIEW_NESTING {
+            return Err(Error::user(
+                Code::ViewRecursive,
+                format!("`{}`.`{}` contains view recursion", view.db, view.name),
+            ));
+        }
+        let q = parse_view_query(&view.query)?;
+        let outer = std::mem::take(&mut self.outer);
+        let correlated = std::mem::take(&mut self.correlated);
+        let ctes = std::mem::take(&mut self.ctes);
+        let lock = std::mem::replace(&mut self.lock_reads, false);
+        self.view_db.push(view.db.clone());
+        let r = self.query(&q);
+        self.view_db.pop();
+        self.outer = outer;
+        self.correlated = correlated;
+        self.ctes = ctes;
+        self.lock_reads = lock;
+        let (plan, scope) = r?;
+        Ok((plan, scope.columns.into_iter().map(|c| c.meta).collect()))
+    }
+
+    /// Resolves the name of a table a statement writes (a view is not one: views are
+    /// read-only, 1288).
     pub fn table(&self, name: &ast::ObjectName) -> Result<Arc<TableInfo>> {
         let (db, t) = split_name(name)?;
         let db = match db {
             Some(d) => d,
             None => self.current_db()?,
         };
+        if let Some(v) = self.view_info(&db, &t) {
+            return Err(Error::user(Code::NonUpdatableTable, format!("The target table {} is not updatable", v.name)));
+        }
         self.table_info(&db, &t)
     }
 
@@ -354,6 +464,12 @@ impl<'a> Binder<'a> {
         let saved_ctes = self.ctes.len();
         if let Some(with) = &q.with {
             for cte in &with.cte_tables {
+                if with.recursive {
+                    if let Some(c) = self.recursive_cte(cte)? {
+                        self.ctes.push(c);
+                        continue;
+                    }
+                }
                 let (plan, scope) = self.query(&cte.query)?;
                 let alias_cols: Vec<String> = cte.alias.columns.iter().map(|c| c.name.value.clone()).collect();
                 let mut columns: Vec<OutputColumn> = scope.columns.iter().map(|c| c.meta.clone()).collect();
@@ -409,6 +525,75 @@ impl<'a> Binder<'a> {
         Ok((plan, scope))
     }
 
+    /// Plans `cte` of a WITH RECURSIVE as a recursive CTE when its body is `seed UNION
+    /// [ALL] step` and only `step` reads the CTE; None when it does not read itself (an
+    /// ordinary CTE). The columns are named by the alias list and typed by the seed, as in
+    /// MySQL.
+    fn recursive_cte(&mut self, cte: &ast::Cte) -> Result<Option<Cte>> {
+        let name = cte.alias.name.value.clone();
+        if !reads_bare_name(&*cte.query, &name) {
+            return Ok(None);
+        }
+        let recursive_err = || {
+            Error::user(
+                Code::CteRecursiveRequiresUnion,
+                format!("Recursive Common Table Expression '{name}' should contain a UNION"),
+            )
+        };
+        let q = &cte.query;
+        if q.order_by.is_some() || q.limit_clause.is_some() || q.with.is_some() {
+            return Err(Error::unsupported("ORDER BY, LIMIT or WITH in a recursive CTE"));
+        }
+        let ast::SetExpr::SetOperation { op: ast::SetOperator::Union, set_quantifier, left, right } = q.body.as_ref()
+        else {
+            return Err(recursive_err());
+        };
+        if reads_bare_name(&**left, &name) {
+            return Err(recursive_err());
+        }
+        let (seed, seed_scope) = self.set_expr(left)?;
+        let alias_cols: Vec<String> = cte.alias.columns.iter().map(|c| c.name.value.clone()).collect();
+        if !alias_cols.is_empty() && alias_cols.len() != seed_scope.columns.len() {
+            return Err(Error::user(
+                Code::ViewWrongList,
+                "In definition of view, derived table or common table expression, SELECT list and column names list have different column counts",
+            ));
+        }
+        let mut columns: Vec<OutputColumn> = seed_scope.columns.iter().map(|c| c.meta.clone()).collect();
+        for (i, c) in columns.iter_mut().enumerate() {
+            if let Some(n) = alias_cols.get(i) {
+                c.name = n.clone();
+            }
+            let ty = SqlType::of_output(c).or_null(true);
+            *c = OutputColumn { name: c.name.clone(), ..Default::default() };
+            ty.apply(c);
+        }
+        let id = self.work_tables;
+        self.work_tables += 1;
+        self.ctes.push(Cte {
+            name: name.clone(),
+            query: Query { plan: Plan::WorkTable(id), columns: columns.clone(), subqueries: Arc::new(Vec::new()) },
+        });
+        let step = self.set_expr(right);
+        self.ctes.pop();
+        let (step, step_scope) = step?;
+        if step_scope.columns.len() != columns.len() {
+            return Err(Error::user(
+                Code::WrongNumberOfColumnsInSelect,
+                "The used SELECT statements have a different number of columns",
+            ));
+        }
+        let max_depth = self.session.vars.get("cte_max_recursion_depth").and_then(|v| v.as_i64()).unwrap_or(1000);
+        let plan = Plan::Recursive {
+            seed: Box::new(seed),
+            step: Box::new(step),
+            id,
+            all: matches!(set_quantifier, ast::SetQuantifier::All),
+            max_depth: max_depth.max(0) as u64,
+        };
+        Ok(Some(Cte { name, query: Query { plan, columns, subqueries: Arc::new(Vec::new()) } }))
+    }
+
     fn order_key_on_output(&mut self, e: &ast::Expr, scope: &Scope) -> Result<Expr> {
         if let ast::Expr::Value(v) = e {
             if let ast::Value::Number(n, _) = &v.value {
@@ -436,19 +621,24 @@ impl<'a> Binder<'a> {
                 let width = rows.first().map_or(0, |r| r.len());
                 let scope = Scope {
                     columns: (0..width)
-                        .map(|i| ScopeColumn {
-                            table: String::new(),
-                            name: format!("column_{i}"),
-                            meta: OutputColumn { name: format!("column_{i}"), ..Default::default() },
+                        .map(|i| {
+                            let mut meta = OutputColumn { name: format!("column_{i}"), ..Default::default() };
+                            let types: Vec<SqlType> =
+                                rows.iter().filter_map(|r| r.get(i)).map(|e| self.type_of(e, &empty)).collect();
+                            crate::typing::merge(&types).apply(&mut meta);
+                            ScopeColumn { table: String::new(), name: format!("column_{i}"), meta }
                         })
                         .collect(),
                 };
                 Ok((Plan::Values(rows), scope))
             }
             ast::SetExpr::SetOperation { op, set_quantifier, left, right } => {
-                if *op != ast::SetOperator::Union {
-                    return Err(Error::unsupported(format!("{op}")));
-                }
+                let kind = match op {
+                    ast::SetOperator::Union => None,
+                    ast::SetOperator::Intersect => Some(true),
+                    ast::SetOperator::Except => Some(false),
+                    other => return Err(Error::unsupported(format!("{other}"))),
+                };
                 let (lp, ls) = self.set_expr(left)?;
                 let (rp, rs) = self.set_expr(right)?;
                 if ls.columns.len() != rs.columns.len() {
@@ -459,11 +649,17 @@ impl<'a> Binder<'a> {
                 }
                 let all = matches!(set_quantifier, ast::SetQuantifier::All);
                 let mut scope = ls;
-                for c in &mut scope.columns {
+                for (c, r) in scope.columns.iter_mut().zip(&rs.columns) {
                     c.table.clear();
-                    c.meta.ty = None;
+                    let ty = crate::typing::merge(&[SqlType::of_output(&c.meta), SqlType::of_output(&r.meta)]);
+                    c.meta = OutputColumn { name: c.meta.name.clone(), ..Default::default() };
+                    ty.apply(&mut c.meta);
                 }
-                Ok((Plan::Union { inputs: vec![lp, rp], all }, scope))
+                let plan = match kind {
+                    None => Plan::Union { inputs: vec![lp, rp], all },
+                    Some(intersect) => Plan::SetOp { left: Box::new(lp), right: Box::new(rp), intersect, all },
+                };
+                Ok((plan, scope))
             }
             other => Err(Error::unsupported(format!("{other}"))),
         }
@@ -510,8 +706,14 @@ impl<'a> Binder<'a> {
                         }
                     }
                     let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(tname.clone());
+                    let cols = information_schema_types(cols, &rows);
                     let values = rows.into_iter().map(|r| r.into_iter().map(Expr::Literal).collect()).collect();
                     return Ok(Relation::derived(Plan::Values(values), &cols, &alias));
+                }
+                if let Some(view) = self.view_info(&db_name, &tname) {
+                    let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(view.name.clone());
+                    let (plan, cols) = self.view_query(&view)?;
+                    return Ok(Relation::derived(plan, &cols, &alias));
                 }
                 let table = self.table_info(&db_name, &tname)?;
                 let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(table.name.clone());
@@ -575,6 +777,9 @@ impl<'a> Binder<'a> {
                         let mut out_scope = Scope::default();
                         out_scope.columns.extend(scope.columns[right_width..].iter().cloned());
                         out_scope.columns.extend(scope.columns[..right_width].iter().cloned());
+                        for c in &mut out_scope.columns[..left_width] {
+                            c.meta.not_null = false;
+                        }
                         let plan = Plan::Project { input: Box::new(joined), exprs: reorder };
                         items.push((Relation { table: None, plan: Some(plan), scope: out_scope }, prev.1, prev.2));
                         continue;
@@ -601,6 +806,14 @@ impl<'a> Binder<'a> {
                     }
                 };
                 items.push((rel, kind, on));
+            }
+        }
+        // The inner side of an outer join reads as NULL where no row matched.
+        for (rel, kind, _) in &mut items {
+            if *kind == JoinKind::Left {
+                for c in &mut rel.scope.columns {
+                    c.meta.not_null = false;
+                }
             }
         }
         // Full scope, for binding WHERE.
@@ -1062,8 +1275,16 @@ impl<'a> Binder<'a> {
                     None => self.current_db()?,
                 };
                 if db.eq_ignore_ascii_case("information_schema") {
-                    let (cols, _) = crate::show::information_schema(self.catalog, &tname)?;
+                    let (cols, rows) = crate::show::information_schema(self.catalog, &tname)?;
+                    let cols = information_schema_types(cols, &rows);
                     let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(tname.clone());
+                    return Ok(Relation::derived(Plan::Dual, &cols, &alias).scope);
+                }
+                if let Some(view) = self.view_info(&db, &tname) {
+                    let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(view.name.clone());
+                    let saved = self.subqueries.len();
+                    let (_, cols) = self.view_query(&view)?;
+                    self.subqueries.truncate(saved);
                     return Ok(Relation::derived(Plan::Dual, &cols, &alias).scope);
                 }
                 let table = self.table_info(&db, &tname)?;
@@ -1092,8 +1313,17 @@ impl<'a> Binder<'a> {
     fn output_meta(&self, e: &Expr, scope: &Scope, text: &str) -> OutputColumn {
         match e {
             Expr::Column(i) => scope.columns.get(*i).map(|c| c.meta.clone()).unwrap_or_default(),
-            _ => OutputColumn { name: text.to_string(), ..Default::default() },
+            _ => {
+                let mut meta = OutputColumn { name: text.to_string(), ..Default::default() };
+                self.type_of(e, scope).apply(&mut meta);
+                meta
+            }
         }
+    }
+
+    /// The type of `e` bound against `scope` (and the enclosing queries' scopes).
+    pub fn type_of(&self, e: &Expr, scope: &Scope) -> SqlType {
+        crate::typing::expr_type(e, &BindEnv { binder: self, scope })
     }
 
     fn alias_item(&self, e: &ast::Expr, items: &[(Expr, OutputColumn, Option<String>)]) -> Option<Expr> {
@@ -1286,7 +1516,8 @@ impl<'a> Binder<'a> {
         if let Some(n) = enough {
             push_limit_into_scan(&mut plan, Some(&Expr::lit(Value::Int(n))), None);
         }
-        self.subqueries.push(SubqueryPlan { plan, kind, correlated });
+        let ty = sub_scope.columns.first().map(|c| SqlType::of_output(&c.meta)).unwrap_or_else(SqlType::null);
+        self.subqueries.push(SubqueryPlan { plan, kind, correlated, ty });
         Ok(self.subqueries.len() - 1)
     }
 
@@ -1629,6 +1860,63 @@ impl<'a> Binder<'a> {
             "found_rows" | "row_count" => Value::Int(s.row_count),
             _ => Value::Null,
         }))
+    }
+}
+
+/// The types of an information_schema table's columns: those of its values (they are
+/// constants, like a VALUES list), VARCHAR where every value is NULL.
+fn information_schema_types(mut cols: Vec<OutputColumn>, rows: &[Vec<Value>]) -> Vec<OutputColumn> {
+    for (i, c) in cols.iter_mut().enumerate() {
+        let types: Vec<SqlType> = rows.iter().filter_map(|r| r.get(i)).map(SqlType::of_value).collect();
+        let mut ty = crate::typing::merge(&types);
+        if ty.ty.is_none() {
+            ty = SqlType::nullable(ColumnType::Varchar(64));
+        }
+        // Strings widen to the longest value; report the usual catalog width at least.
+        if let Some(ColumnType::Varchar(n)) = &mut ty.ty {
+            *n = (*n).max(64);
+        }
+        ty.nullable = true;
+        ty.apply(c);
+    }
+    cols
+}
+
+/// Whether `node` reads a relation named `name` without a database (a CTE reference).
+fn reads_bare_name<T: ast::Visit>(node: &T, name: &str) -> bool {
+    ast::visit_relations(node, |n: &ast::ObjectName| {
+        if n.0.len() == 1 && n.0[0].as_ident().is_some_and(|i| i.value.eq_ignore_ascii_case(name)) {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    })
+    .is_break()
+}
+
+/// 1356: a view refers to something that is gone.
+fn invalid_view(view: &ViewInfo) -> Error {
+    Error::user(
+        Code::ViewInvalid,
+        format!(
+            "View '{}.{}' references invalid table(s) or column(s) or function(s) or definer/invoker of view lack rights to use them",
+            view.db, view.name
+        ),
+    )
+}
+
+/// Views expanded inside views, at most (deeper is reported as recursion).
+const MAX_VIEW_NESTING: usize = 32;
+
+/// Parses a stored view query.
+pub fn parse_view_query(sql: &str) -> Result<Box<ast::Query>> {
+    let dialect = crate::dialect::StrataDialect::default();
+    let mut stmts = sqlparser::parser::Parser::parse_sql(&dialect, sql)
+        .map_err(|e| Error::internal(format!("stored view query does not parse: {e}")))?;
+    crate::depth::check_statements(&mut stmts)?;
+    match stmts.pop() {
+        Some(ast::Statement::Query(q)) if stmts.is_empty() => Ok(q),
+        _ => Err(Error::internal("stored view query is not a query")),
     }
 }
 

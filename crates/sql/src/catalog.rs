@@ -184,10 +184,32 @@ pub struct DatabaseInfo {
     pub name: String,
 }
 
+/// A view: a stored query that reads as a table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ViewInfo {
+    /// Database.
+    pub db: String,
+    /// Name as written.
+    pub name: String,
+    /// Column names given in the definition (empty: the query's own names).
+    pub columns: Vec<String>,
+    /// The query, as SQL text; names in it without a database refer to `db`.
+    pub query: String,
+    /// `user`@`host` whose privileges the view runs with (SQL SECURITY DEFINER).
+    pub definer: String,
+    /// DEFINER or INVOKER.
+    pub security: String,
+    /// UNDEFINED, MERGE or TEMPTABLE (kept for SHOW CREATE VIEW).
+    pub algorithm: String,
+    /// `WITH [CASCADED | LOCAL] CHECK OPTION`: NONE, CASCADED or LOCAL.
+    pub check_option: String,
+}
+
 #[derive(Clone)]
 struct Db {
     info: DatabaseInfo,
     tables: BTreeMap<String, Arc<TableInfo>>,
+    views: BTreeMap<String, Arc<ViewInfo>>,
 }
 
 /// The schema at one moment: every database and its tables. Immutable once published; a
@@ -218,6 +240,11 @@ impl Schema {
     /// Looks up a table, None if missing.
     pub fn try_table(&self, db: &str, name: &str) -> Option<Arc<TableInfo>> {
         self.dbs.get(&lower(db)).and_then(|d| d.tables.get(&lower(name)).cloned())
+    }
+
+    /// Looks up a view, None if missing.
+    pub fn try_view(&self, db: &str, name: &str) -> Option<Arc<ViewInfo>> {
+        self.dbs.get(&lower(db)).and_then(|d| d.views.get(&lower(name)).cloned())
     }
 }
 
@@ -314,13 +341,20 @@ impl Catalog {
         let db_prefix = meta_key(&["db", ""]);
         for (_, v) in txn.scan(&db_prefix, &prefix_end(&db_prefix), usize::MAX).await? {
             let info: DatabaseInfo = from_json(&v)?;
-            schema.dbs.insert(lower(&info.name), Db { info, tables: BTreeMap::new() });
+            schema.dbs.insert(lower(&info.name), Db { info, tables: BTreeMap::new(), views: BTreeMap::new() });
         }
         let tbl_prefix = meta_key(&["tbl", ""]);
         for (_, v) in txn.scan(&tbl_prefix, &prefix_end(&tbl_prefix), usize::MAX).await? {
             let t: TableInfo = from_json(&v)?;
             if let Some(db) = schema.dbs.get_mut(&lower(&t.db)) {
                 db.tables.insert(lower(&t.name), Arc::new(t));
+            }
+        }
+        let view_prefix = meta_key(&["view", ""]);
+        for (_, v) in txn.scan(&view_prefix, &prefix_end(&view_prefix), usize::MAX).await? {
+            let v: ViewInfo = from_json(&v)?;
+            if let Some(db) = schema.dbs.get_mut(&lower(&v.db)) {
+                db.views.insert(lower(&v.name), Arc::new(v));
             }
         }
         *cat.dbs.write() = Arc::new(schema);
@@ -415,12 +449,51 @@ impl Catalog {
         self.dbs.read().try_table(db, name)
     }
 
+    /// Looks up a view in the newest schema, None if missing.
+    pub fn try_view(&self, db: &str, name: &str) -> Option<Arc<ViewInfo>> {
+        self.dbs.read().try_view(db, name)
+    }
+
+    /// The views of a database.
+    pub fn views(&self, db: &str) -> Vec<Arc<ViewInfo>> {
+        self.dbs.read().dbs.get(&lower(db)).map(|d| d.views.values().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Stores a view's definition (create or replace).
+    pub async fn put_view(&self, view: ViewInfo) -> Result<()> {
+        let mut txn = self.begin().await?;
+        txn.put(meta_key(&["view", &lower(&view.db), &lower(&view.name)]), json(&view)?);
+        self.commit_schema(txn, |s| {
+            let db = s
+                .dbs
+                .get_mut(&lower(&view.db))
+                .ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{}'", view.db)))?;
+            db.views.insert(lower(&view.name), Arc::new(view));
+            Ok(Vec::new())
+        })
+        .await
+    }
+
+    /// Removes a view's definition.
+    pub async fn remove_view(&self, db: &str, name: &str) -> Result<()> {
+        let mut txn = self.begin().await?;
+        txn.delete(meta_key(&["view", &lower(db), &lower(name)]));
+        self.commit_schema(txn, |s| {
+            if let Some(d) = s.dbs.get_mut(&lower(db)) {
+                d.views.remove(&lower(name));
+            }
+            Ok(Vec::new())
+        })
+        .await
+    }
+
     /// Creates a database.
     pub async fn create_database(&self, name: &str) -> Result<()> {
         let mut txn = self.begin().await?;
         txn.put(meta_key(&["db", &lower(name)]), json(&DatabaseInfo { name: name.to_string() })?);
         self.commit_schema(txn, |s| {
-            s.dbs.insert(lower(name), Db { info: DatabaseInfo { name: name.to_string() }, tables: BTreeMap::new() });
+            let info = DatabaseInfo { name: name.to_string() };
+            s.dbs.insert(lower(name), Db { info, tables: BTreeMap::new(), views: BTreeMap::new() });
             Ok(Vec::new())
         })
         .await
@@ -434,6 +507,9 @@ impl Catalog {
         txn.delete(meta_key(&["db", &lower(name)]));
         for t in &tables {
             txn.delete(meta_key(&["tbl", &lower(name), &lower(&t.name)]));
+        }
+        for v in self.views(name) {
+            txn.delete(meta_key(&["view", &lower(name), &lower(&v.name)]));
         }
         let data: Vec<Vec<u8>> = tables.iter().map(|t| strata_codec::keys::table_prefix(t.table_id())).collect();
         schedule_deletes(&mut txn, &data);

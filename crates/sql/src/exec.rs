@@ -43,6 +43,8 @@ pub struct ExecCtx<'a> {
     cache: HashMap<usize, SubqueryValue>,
     /// Memory held by cached subquery results.
     cache_charge: Charge,
+    /// The rows of the round before, per recursive CTE being run.
+    work_tables: HashMap<usize, Arc<Vec<Row>>>,
 }
 
 /// A row read from a table with its key.
@@ -58,7 +60,15 @@ pub struct TableRow {
 impl<'a> ExecCtx<'a> {
     /// A context for one statement.
     pub fn new(txn: &'a mut Transaction, params: &'a [Value], subqueries: Arc<Vec<SubqueryPlan>>) -> ExecCtx<'a> {
-        ExecCtx { txn, params, subqueries, outer: Vec::new(), cache: HashMap::new(), cache_charge: Charge::new() }
+        ExecCtx {
+            txn,
+            params,
+            subqueries,
+            outer: Vec::new(),
+            cache: HashMap::new(),
+            cache_charge: Charge::new(),
+            work_tables: HashMap::new(),
+        }
     }
 
     fn eval_ctx<'b>(&'b self, sub: &'b SubqueryValues) -> EvalCtx<'b> {
@@ -343,6 +353,20 @@ where
                     dedup(&mut out)?;
                 }
             }
+            Plan::Recursive { seed, step, id, all, max_depth } => {
+                out = recursive_cte(ctx, seed, step, *id, *all, *max_depth).await?;
+            }
+            Plan::WorkTable(id) => {
+                let rows = ctx.work_tables.get(id).cloned().unwrap_or_default();
+                for r in rows.iter() {
+                    out.push(r.clone())?;
+                }
+            }
+            Plan::SetOp { left, right, intersect, all } => {
+                let l = execute(left, ctx).await?;
+                let r = execute(right, ctx).await?;
+                out = set_op(l, r, *intersect, *all).await?;
+            }
             Plan::Truncate { input, width } => {
                 out = execute(input, ctx).await?;
                 for r in out.iter_mut() {
@@ -466,16 +490,146 @@ fn dedup(rows: &mut Rows) -> Result<()> {
     let mut held = Charge::new();
     let mut keys = Vec::with_capacity(rows.len());
     for r in rows.iter() {
-        let mut k = Vec::new();
-        for v in r {
-            memcmp::encode_value(&mut k, &normalize_join_key(v));
-        }
+        let k = distinct_key(r);
         held.add(k.len() + std::mem::size_of::<Vec<u8>>())?;
         keys.push(seen.insert(k));
     }
     let mut first = keys.into_iter();
     rows.retain(|_| first.next().unwrap_or(false));
     Ok(())
+}
+
+/// The key under which set operations and DISTINCT compare rows.
+fn distinct_key(r: &Row) -> Vec<u8> {
+    let mut k = Vec::new();
+    for v in r {
+        memcmp::encode_value(&mut k, &normalize_join_key(v));
+    }
+    k
+}
+
+/// Runs a recursive CTE: the seed, then rounds of `step` over the previous round's rows
+/// (UNION DISTINCT drops rows produced before) until a round adds nothing; more than
+/// `max_depth` rounds is MySQL's 3636.
+async fn recursive_cte(
+    ctx: &mut ExecCtx<'_>,
+    seed: &Plan,
+    step: &Plan,
+    id: usize,
+    all: bool,
+    max_depth: u64,
+) -> Result<Rows> {
+    let mut seen: HashSet<Vec<u8>> = HashSet::new();
+    let mut held = Charge::new();
+    let mut out = Rows::new();
+    let mut work = Vec::new();
+    for r in execute(seed, ctx).await? {
+        if !all {
+            let k = distinct_key(&r);
+            held.add(k.len() + 48)?;
+            if !seen.insert(k) {
+                continue;
+            }
+        }
+        work.push(r.clone());
+        out.push(r)?;
+    }
+    let mut rounds = 0u64;
+    let saved = ctx.work_tables.remove(&id);
+    let result = async {
+        while !work.is_empty() {
+            ctx.work_tables.insert(id, Arc::new(std::mem::take(&mut work)));
+            let produced = execute(step, ctx).await?;
+            for r in produced {
+                checkpoint().await?;
+                if !all {
+                    let k = distinct_key(&r);
+                    held.add(k.len() + 48)?;
+                    if !seen.insert(k) {
+                        continue;
+                    }
+                }
+                work.push(r.clone());
+                out.push(r)?;
+            }
+            if !work.is_empty() {
+                rounds += 1;
+                if rounds > max_depth {
+                    return Err(Error::user(
+                        Code::CteMaxRecursionDepth,
+                        format!(
+                            "Recursive query aborted after {} iterations. Try increasing @@cte_max_recursion_depth to a larger value.",
+                            rounds
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+    .await;
+    ctx.work_tables.remove(&id);
+    if let Some(s) = saved {
+        ctx.work_tables.insert(id, s);
+    }
+    result.map(|_| out)
+}
+
+/// INTERSECT / EXCEPT [ALL]: `right`'s rows are counted, then `left`'s kept or dropped in
+/// order. Without ALL the result has no duplicates.
+async fn set_op(left: Rows, right: Rows, intersect: bool, all: bool) -> Result<Rows> {
+    let mut counts: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut held = Charge::new();
+    for r in right.iter() {
+        checkpoint().await?;
+        let k = distinct_key(r);
+        let len = k.len();
+        let n = counts.entry(k).or_insert(0);
+        if *n == 0 {
+            held.add(len + 48)?;
+        }
+        *n += 1;
+    }
+    drop(right);
+    let mut out = Rows::new();
+    for row in left {
+        checkpoint().await?;
+        let k = distinct_key(&row);
+        let n = counts.get(&k).copied().unwrap_or(0);
+        let keep = match (intersect, all) {
+            (true, true) => {
+                if n > 0 {
+                    counts.insert(k, n - 1);
+                }
+                n > 0
+            }
+            // The first match is kept; later duplicates find the count at zero.
+            (true, false) => {
+                if n > 0 {
+                    counts.insert(k, 0);
+                }
+                n > 0
+            }
+            (false, true) => {
+                if n > 0 {
+                    counts.insert(k, n - 1);
+                }
+                n == 0
+            }
+            // A row kept once is recorded so that its duplicates are dropped.
+            (false, false) => {
+                if n == 0 {
+                    held.add(k.len() + 48)?;
+                    counts.insert(k, 1);
+                }
+                n == 0
+            }
+        };
+        if keep {
+            out.push(row)?;
+        }
+    }
+    Ok(out)
 }
 
 enum Acc {

@@ -26,8 +26,10 @@ pub mod show;
 pub mod table;
 pub mod table_locks;
 pub mod types;
+pub mod typing;
 pub mod users;
 pub mod variables;
+pub mod views;
 
 pub use catalog::Catalog;
 pub use result::{Column, QueryResult};

@@ -150,6 +150,34 @@ pub enum Plan {
         /// Keep duplicates.
         all: bool,
     },
+    /// INTERSECT or EXCEPT of same-width inputs (MySQL 8.0.31): rows of `left` that are
+    /// (INTERSECT) or are not (EXCEPT) in `right`; with `all`, as multisets.
+    SetOp {
+        /// Left input.
+        left: Box<Plan>,
+        /// Right input.
+        right: Box<Plan>,
+        /// INTERSECT (true) or EXCEPT (false).
+        intersect: bool,
+        /// Keep duplicates (INTERSECT ALL / EXCEPT ALL).
+        all: bool,
+    },
+    /// A recursive CTE: `seed`'s rows, then `step` run again and again over the rows the
+    /// previous round produced (its `WorkTable(id)`) until a round produces none.
+    Recursive {
+        /// The non-recursive part.
+        seed: Box<Plan>,
+        /// The recursive part (reads `WorkTable(id)`).
+        step: Box<Plan>,
+        /// Which work table `step` reads.
+        id: usize,
+        /// UNION ALL (otherwise rows already produced are dropped).
+        all: bool,
+        /// `cte_max_recursion_depth`: rounds allowed.
+        max_depth: u64,
+    },
+    /// The rows the previous round of a recursive CTE produced.
+    WorkTable(usize),
     /// Keeps the first `width` columns (drops hidden sort keys).
     Truncate {
         /// Input.
@@ -168,6 +196,8 @@ pub struct SubqueryPlan {
     pub kind: SubqueryKind,
     /// Whether it refers to enclosing rows (otherwise it is run once).
     pub correlated: bool,
+    /// The type of its first column.
+    pub ty: crate::typing::SqlType,
 }
 
 /// Metadata of a result column.
@@ -252,6 +282,14 @@ impl Plan {
             Plan::Union { inputs, all } => {
                 (format!("Union{}", if *all { " all" } else { "" }), inputs.iter().collect())
             }
+            Plan::SetOp { left, right, intersect, all } => (
+                format!("{}{}", if *intersect { "Intersect" } else { "Except" }, if *all { " all" } else { "" }),
+                vec![left, right],
+            ),
+            Plan::Recursive { seed, step, all, .. } => {
+                (format!("RecursiveCTE{}", if *all { " all" } else { "" }), vec![seed, step])
+            }
+            Plan::WorkTable(id) => (format!("WorkTable id:{id}"), vec![]),
             Plan::Truncate { input, .. } => return input.explain(depth, out),
         };
         out.push(format!("{pad}{line}"));

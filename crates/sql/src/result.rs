@@ -87,9 +87,8 @@ impl Column {
         Column { ty: types::LONGLONG, flags: flags::NUM, length: 21, charset: 63, ..Column::text(name) }
     }
 
-    /// Metadata for a planned output column, using sample values when the column is not a
-    /// table column.
-    pub fn from_output(c: &OutputColumn, sample: Option<&Value>) -> Column {
+    /// Metadata for a planned output column: its type comes from the plan.
+    pub fn from_output(c: &OutputColumn) -> Column {
         let mut col = Column {
             db: c.db.clone(),
             table: c.table.clone(),
@@ -123,31 +122,12 @@ impl Column {
                     col.flags |= flags::PRI_KEY;
                 }
             }
+            // The type of a bare NULL.
             None => {
-                let (ty, decimals, length, binary) = match sample {
-                    Some(Value::Int(_)) => (types::LONGLONG, 0, 21, true),
-                    Some(Value::UInt(_)) => {
-                        col.flags |= flags::UNSIGNED;
-                        (types::LONGLONG, 0, 20, true)
-                    }
-                    Some(Value::Double(_)) => (types::DOUBLE, 31, 22, true),
-                    Some(Value::Decimal(d)) => (types::NEWDECIMAL, d.scale() as u8, 65, true),
-                    Some(Value::Date(_)) => (types::DATE, 0, 10, true),
-                    Some(Value::DateTime(d)) => (types::DATETIME, if d.micro > 0 { 6 } else { 0 }, 26, true),
-                    Some(Value::Time(_)) => (types::TIME, 0, 17, true),
-                    Some(Value::Bytes(_)) => (types::VAR_STRING, 0, 1024, false),
-                    Some(Value::Null) | None => (types::NULL, 0, 0, true),
-                };
-                col.ty = ty;
-                col.decimals = decimals;
-                col.length = length;
-                if binary {
-                    col.charset = 63;
-                    col.flags |= flags::BINARY;
-                }
-                if matches!(ty, types::LONGLONG | types::DOUBLE | types::NEWDECIMAL) {
-                    col.flags |= flags::NUM;
-                }
+                col.ty = types::NULL;
+                col.length = 0;
+                col.charset = 63;
+                col.flags |= flags::BINARY;
             }
         }
         col

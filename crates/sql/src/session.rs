@@ -952,12 +952,18 @@ impl Session {
         out
     }
 
+    /// The view `name` refers to, if it is one.
+    fn view_named(&self, name: &ast::ObjectName) -> Result<Option<Arc<crate::catalog::ViewInfo>>> {
+        let (db, t) = crate::binder::split_name(name)?;
+        Ok(db.or_else(|| self.db.clone()).and_then(|db| self.engine.catalog.try_view(&db, &t)))
+    }
+
     /// Column definitions of a table (COM_FIELD_LIST).
     pub fn field_list(&self, table: &str) -> Result<Vec<Column>> {
         let db = self.db.clone().ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
         let t = self.engine.catalog.table(&db, table)?;
         let scope = Binder::table_scope(&t, &t.name);
-        Ok(scope.columns.iter().map(|c| Column::from_output(&c.meta, None)).collect())
+        Ok(scope.columns.iter().map(|c| Column::from_output(&c.meta)).collect())
     }
 
     /// The SQL dialect under the session's `sql_mode`.
@@ -992,7 +998,7 @@ impl Session {
             ast::Statement::Query(q) => {
                 let info = self.info();
                 let query = Binder::new(&self.engine.catalog, &info).plan_query(q)?;
-                query.columns.iter().map(|c| Column::from_output(c, None)).collect()
+                query.columns.iter().map(|c| Column::from_output(c)).collect()
             }
             _ => Vec::new(),
         };
@@ -1421,11 +1427,15 @@ impl Session {
                 writes.push((P::ALTER, "ALTER", at.name.clone()));
                 false
             }
-            S::Drop { object_type: ast::ObjectType::Table, names: list, .. } => {
+            S::Drop { object_type: ast::ObjectType::Table | ast::ObjectType::View, names: list, .. } => {
                 for n in list {
                     writes.push((P::DROP, "DROP", n.clone()));
                 }
                 false
+            }
+            S::CreateView(cv) => {
+                writes.push((P::CREATE, "CREATE", cv.name.clone()));
+                true
             }
             S::Drop { object_type: ast::ObjectType::Index, table: Some(t), .. } => {
                 writes.push((P::INDEX, "INDEX", t.clone()));
@@ -1449,7 +1459,7 @@ impl Session {
                 false
             }
             // Reading a table's definition takes some privilege on it (0: any).
-            S::ShowCreate { obj_type: ast::ShowCreateObject::Table, obj_name } => {
+            S::ShowCreate { obj_type: ast::ShowCreateObject::Table | ast::ShowCreateObject::View, obj_name } => {
                 writes.push((0, "SHOW", obj_name.clone()));
                 false
             }
@@ -1505,7 +1515,10 @@ impl Session {
     fn table_key(&self, name: &ast::ObjectName) -> Result<crate::table_locks::TableKey> {
         let (db, t) = crate::binder::split_name(name)?;
         let db = db.or_else(|| self.db.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
-        self.engine.catalog.table(&db, &t)?;
+        // A view is locked by its name (reading it then passes the lock check).
+        if self.engine.catalog.try_view(&db, &t).is_none() {
+            self.engine.catalog.table(&db, &t)?;
+        }
         Ok((db.to_ascii_lowercase(), t.to_ascii_lowercase()))
     }
 
@@ -1763,6 +1776,11 @@ impl Session {
                 self.commit().await?;
                 self.engine.create_index(ci, &self.db).await
             }
+            S::CreateView(cv) => {
+                self.commit().await?;
+                let info = self.info();
+                self.engine.create_view(cv, &info).await
+            }
             S::AlterTable(at) => {
                 self.commit().await?;
                 let own_fast = matches!(_tables, Some(crate::table_locks::Entry::Fast(_)));
@@ -1772,6 +1790,7 @@ impl Session {
                 self.commit().await?;
                 match object_type {
                     ast::ObjectType::Table => self.engine.drop_tables(names, *if_exists, &self.db).await,
+                    ast::ObjectType::View => self.engine.drop_views(names, *if_exists, &self.db).await,
                     ast::ObjectType::Database | ast::ObjectType::Schema => {
                         let mut last = QueryResult::ok(0);
                         for n in names {
@@ -1834,13 +1853,20 @@ impl Session {
                     .and_then(|r| self.show_where(r, crate::show::options_where(show_options)))
             }
             S::ShowColumns { full, show_options, .. } => {
-                crate::show::show_columns(&self.engine.catalog, &self.db, *full, show_options)
-                    .and_then(|r| self.show_where(r, crate::show::options_where(show_options)))
+                let named = show_options.show_in.as_ref().and_then(|si| si.parent_name.as_ref());
+                match named.map(|n| self.view_named(n)).transpose()?.flatten() {
+                    Some(v) => crate::views::view_columns(&self.engine.catalog, &self.info(), &v, *full),
+                    None => crate::show::show_columns(&self.engine.catalog, &self.db, *full, show_options),
+                }
+                .and_then(|r| self.show_where(r, crate::show::options_where(show_options)))
             }
             S::ShowCreate { obj_type, obj_name } => {
                 crate::show::show_create(&self.engine.catalog, &self.db, *obj_type, obj_name)
             }
-            S::ExplainTable { table_name, .. } => crate::show::describe(&self.engine.catalog, &self.db, table_name),
+            S::ExplainTable { table_name, .. } => match self.view_named(table_name)? {
+                Some(v) => crate::views::view_columns(&self.engine.catalog, &self.info(), &v, false),
+                None => crate::show::describe(&self.engine.catalog, &self.db, table_name),
+            },
             S::Explain { statement, .. } => self.explain(statement),
             S::Analyze(_) => Ok(QueryResult::text_rows(&["Table", "Op", "Msg_type", "Msg_text"], Vec::new())),
             S::Flush { .. } => Ok(QueryResult::ok(0)),
@@ -2285,18 +2311,11 @@ pub async fn exec_statement(
     match stmt {
         ast::Statement::Query(q) => {
             let mut binder = Binder::new(&engine.catalog, info);
+            binder.params = params;
             let query = binder.plan_query(q)?;
             let mut ctx = ExecCtx::new(txn, params, query.subqueries.clone());
             let rows = execute(&query.plan, &mut ctx).await?.into_vec();
-            let columns = query
-                .columns
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    let sample = rows.iter().map(|r| &r[i]).find(|v| !v.is_null());
-                    Column::from_output(c, sample)
-                })
-                .collect();
+            let columns = query.columns.iter().map(Column::from_output).collect();
             Ok(QueryResult::Rows { columns, rows })
         }
         ast::Statement::Insert(ins) => dml.insert(txn, ins).await,

@@ -155,13 +155,16 @@ pub fn show_tables(
     let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
     let tables = cat.tables(&db).ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{db}'")))?;
     let col = format!("Tables_in_{db}");
-    let rows = tables
-        .iter()
-        .filter(|t| matches(&pat, &t.name) && visible(&db, &t.name))
-        .map(|t| {
-            let mut r = vec![Value::str(t.name.clone())];
+    let mut named: Vec<(String, &str)> = tables.iter().map(|t| (t.name.clone(), "BASE TABLE")).collect();
+    named.extend(cat.views(&db).iter().map(|v| (v.name.clone(), "VIEW")));
+    named.sort_by_key(|(n, _)| n.to_ascii_lowercase());
+    let rows = named
+        .into_iter()
+        .filter(|(n, _)| matches(&pat, n) && visible(&db, n))
+        .map(|(n, kind)| {
+            let mut r = vec![Value::str(n)];
             if full {
-                r.push(Value::str("BASE TABLE"));
+                r.push(Value::str(kind));
             }
             r
         })
@@ -379,11 +382,25 @@ pub fn show_create(
         ast::ShowCreateObject::Table => {
             let (db, t) = split_name(name)?;
             let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
+            if let Some(v) = cat.try_view(&db, &t) {
+                return Ok(crate::views::show_create_view(&v));
+            }
             let table = cat.table(&db, &t)?;
             Ok(QueryResult::text_rows(
                 &["Table", "Create Table"],
                 vec![vec![Value::str(table.name.clone()), Value::str(create_table_sql(&table))]],
             ))
+        }
+        ast::ShowCreateObject::View => {
+            let (db, t) = split_name(name)?;
+            let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
+            match cat.try_view(&db, &t) {
+                Some(v) => Ok(crate::views::show_create_view(&v)),
+                None if cat.try_table(&db, &t).is_some() => {
+                    Err(Error::user(Code::WrongObject, format!("'{db}.{t}' is not VIEW")))
+                }
+                None => Err(Error::user(Code::NoSuchTable, format!("Table '{db}.{t}' doesn't exist"))),
+            }
         }
         other => Err(Error::unsupported(format!("SHOW CREATE {other}"))),
     }
@@ -407,6 +424,8 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
     dbs.extend(cat.databases());
     let all_tables: Vec<std::sync::Arc<TableInfo>> =
         cat.databases().iter().flat_map(|d| cat.tables(d).unwrap_or_default()).collect();
+    let all_views: Vec<std::sync::Arc<crate::catalog::ViewInfo>> =
+        cat.databases().iter().flat_map(|d| cat.views(d)).collect();
     let empty = |names: &[&str]| (text_cols(names), Vec::new());
     Ok(match table.to_ascii_lowercase().as_str() {
         "schemata" => (
@@ -475,6 +494,13 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                         int(t.id),
                     ]
                 })
+                .chain(all_views.iter().map(|v| {
+                    let mut r = vec![s("def"), Value::str(v.db.clone()), Value::str(v.name.clone()), s("VIEW")];
+                    r.extend(std::iter::repeat_n(null.clone(), 16));
+                    r.push(s("VIEW"));
+                    r.push(null.clone());
+                    r
+                }))
                 .collect(),
         ),
         "columns" => {
@@ -720,18 +746,37 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
         ),
         "user_privileges" => empty(&["GRANTEE", "TABLE_CATALOG", "PRIVILEGE_TYPE", "IS_GRANTABLE"]),
         "processlist" => empty(&["ID", "USER", "HOST", "DB", "COMMAND", "TIME", "STATE", "INFO"]),
-        "views" => empty(&[
-            "TABLE_CATALOG",
-            "TABLE_SCHEMA",
-            "TABLE_NAME",
-            "VIEW_DEFINITION",
-            "CHECK_OPTION",
-            "IS_UPDATABLE",
-            "DEFINER",
-            "SECURITY_TYPE",
-            "CHARACTER_SET_CLIENT",
-            "COLLATION_CONNECTION",
-        ]),
+        "views" => (
+            text_cols(&[
+                "TABLE_CATALOG",
+                "TABLE_SCHEMA",
+                "TABLE_NAME",
+                "VIEW_DEFINITION",
+                "CHECK_OPTION",
+                "IS_UPDATABLE",
+                "DEFINER",
+                "SECURITY_TYPE",
+                "CHARACTER_SET_CLIENT",
+                "COLLATION_CONNECTION",
+            ]),
+            all_views
+                .iter()
+                .map(|v| {
+                    vec![
+                        s("def"),
+                        Value::str(v.db.clone()),
+                        Value::str(v.name.clone()),
+                        Value::str(v.query.clone()),
+                        Value::str(v.check_option.clone()),
+                        s("NO"),
+                        Value::str(v.definer.replace('`', "")),
+                        Value::str(v.security.clone()),
+                        s("utf8mb4"),
+                        s("utf8mb4_bin"),
+                    ]
+                })
+                .collect(),
+        ),
         "routines" => empty(&[
             "SPECIFIC_NAME",
             "ROUTINE_CATALOG",

@@ -130,7 +130,13 @@ impl ColumnType {
     /// Display width for result metadata.
     pub fn display_len(&self) -> u32 {
         match self {
-            ColumnType::Int { bytes, .. } => [4, 6, 9, 11, 20][(*bytes as usize).min(8) / 2],
+            ColumnType::Int { bytes, .. } => match bytes {
+                1 => 4,
+                2 => 6,
+                3 => 9,
+                4 => 11,
+                _ => 20,
+            },
             ColumnType::Decimal { precision, .. } => *precision as u32 + 2,
             ColumnType::Float => 12,
             ColumnType::Double => 22,

@@ -23,6 +23,7 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("collation_connection", s("utf8mb4_bin")),
         ("collation_database", s("utf8mb4_bin")),
         ("collation_server", s("utf8mb4_bin")),
+        ("cte_max_recursion_depth", i(1000)),
         ("default_storage_engine", s("InnoDB")),
         ("div_precision_increment", i(4)),
         ("foreign_key_checks", i(1)),

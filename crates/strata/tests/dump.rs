@@ -138,6 +138,11 @@ async fn a_dump_restores_into_a_fresh_server_with_the_same_rows() {
     }
     setup.push(format!("INSERT INTO shop.items VALUES {}", values.join(",")));
     setup.push("INSERT INTO shop.tags VALUES (1, 'red'), (1, 'sale'), (3, 'x')".to_string());
+    // Views (one reads another) come along and still read the restored tables.
+    setup.push(
+        "CREATE VIEW shop.tag_counts (item, n) AS SELECT t.item, COUNT(*) FROM shop.tags t GROUP BY t.item".to_string(),
+    );
+    setup.push("CREATE VIEW shop.busy AS SELECT item FROM tag_counts WHERE n > 1".to_string());
     let setup: Vec<&str> = setup.iter().map(String::as_str).collect();
     common::exec(&pool, &setup).await;
     let expected = rows(&pool, "shop").await;
@@ -158,6 +163,8 @@ async fn a_dump_restores_into_a_fresh_server_with_the_same_rows() {
         let create = create.expect("table").1;
         assert!(create.contains("KEY `kname` (`name`)"), "{create}");
         assert!(create.contains("`qty` bigint NOT NULL DEFAULT '0'"), "{create}");
+        let busy: Vec<i64> = c.query(format!("SELECT item FROM {db}.busy")).await.expect("view");
+        assert_eq!(busy, [1], "view after a dump with {flags:?}");
     }
 
     // The same dump restores into MariaDB with the same rows.

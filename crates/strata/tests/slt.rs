@@ -37,6 +37,24 @@ fn cell(v: &mysql_async::Value) -> String {
     }
 }
 
+/// The sqllogictest letter of a result column's type, from the metadata the server sent:
+/// I for integers, R for DECIMAL and floating point, T for everything else.
+fn column_type(t: mysql_async::consts::ColumnType) -> DefaultColumnType {
+    use mysql_async::consts::ColumnType as C;
+    match t {
+        C::MYSQL_TYPE_TINY
+        | C::MYSQL_TYPE_SHORT
+        | C::MYSQL_TYPE_INT24
+        | C::MYSQL_TYPE_LONG
+        | C::MYSQL_TYPE_LONGLONG
+        | C::MYSQL_TYPE_YEAR => DefaultColumnType::Integer,
+        C::MYSQL_TYPE_DECIMAL | C::MYSQL_TYPE_NEWDECIMAL | C::MYSQL_TYPE_FLOAT | C::MYSQL_TYPE_DOUBLE => {
+            DefaultColumnType::FloatingPoint
+        }
+        _ => DefaultColumnType::Text,
+    }
+}
+
 #[async_trait]
 impl sqllogictest::AsyncDB for Wire {
     type Error = WireError;
@@ -44,15 +62,16 @@ impl sqllogictest::AsyncDB for Wire {
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, WireError> {
         let mut result = self.conn.query_iter(sql).await.map_err(|e| WireError(e.to_string()))?;
-        let columns = result.columns().map(|c| c.len()).unwrap_or(0);
+        let types: Vec<DefaultColumnType> =
+            result.columns().map(|c| c.iter().map(|c| column_type(c.column_type())).collect()).unwrap_or_default();
         let rows: Vec<mysql_async::Row> = result.collect().await.map_err(|e| WireError(e.to_string()))?;
         let affected = result.affected_rows();
         drop(result);
-        if columns == 0 {
+        if types.is_empty() {
             return Ok(DBOutput::StatementComplete(affected));
         }
         let rows: Vec<Vec<String>> = rows.into_iter().map(|r| (0..r.len()).map(|i| cell(&r[i])).collect()).collect();
-        Ok(DBOutput::Rows { types: vec![DefaultColumnType::Any; columns], rows })
+        Ok(DBOutput::Rows { types, rows })
     }
 
     fn engine_name(&self) -> &str {
@@ -121,9 +140,97 @@ async fn sqllogictest_files_pass_over_the_wire() {
                 Ok(Wire { conn, external })
             }
         });
+        // Result column types (I / R / T) are checked against the metadata.
+        runner.with_column_validator(sqllogictest::strict_column_validator);
+        // SLT_OVERRIDE=1 rewrites the files with what the server returned (review the diff).
+        if std::env::var("SLT_OVERRIDE").is_ok() {
+            runner
+                .update_test_file(
+                    &file,
+                    " ",
+                    sqllogictest::default_validator,
+                    sqllogictest::default_normalizer,
+                    sqllogictest::strict_column_validator,
+                )
+                .await
+                .expect("override");
+            continue;
+        }
         if let Err(e) = runner.run_file_async(&file).await {
             failures.push(format!("{}:\n{}", file.display(), e.display(true)));
         }
     }
     assert!(failures.is_empty(), "sqllogictest failures:\n{}", failures.join("\n\n"));
+}
+
+/// Result column types come from the plan: the same for an empty result as for rows, for
+/// expressions by MySQL's typing rules (DECIMAL scale of `*`, `/`, SUM, AVG), and in the
+/// binary protocol a value is encoded as its column's type.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn result_metadata_comes_from_the_plan() {
+    use mysql_async::consts::{ColumnFlags, ColumnType as C};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = common::StrataProcess::start(dir.path());
+    let admin = server.pool(None);
+    common::exec(
+        &admin,
+        &[
+            "CREATE DATABASE meta",
+            "CREATE TABLE meta.item (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL, price DECIMAL(10,2), qty INT)",
+            "INSERT INTO meta.item VALUES (1, 'bolt', 0.25, 100)",
+        ],
+    )
+    .await;
+    let pool = server.pool(Some("meta"));
+    let mut conn = pool.get_conn().await.expect("conn");
+    let sql = "SELECT id, price, price * qty, price / 3, COUNT(*), SUM(price), AVG(qty), name, \
+               CONCAT(name, 'x'), NOW(), CAST('2020-01-01' AS DATE), 1 / 2, 1.5 + 1, NULL, qty + 0.5e0 \
+               FROM item WHERE id > %s";
+    let want = [
+        (C::MYSQL_TYPE_LONG, 0),
+        (C::MYSQL_TYPE_NEWDECIMAL, 2),
+        (C::MYSQL_TYPE_NEWDECIMAL, 2),
+        (C::MYSQL_TYPE_NEWDECIMAL, 6),
+        (C::MYSQL_TYPE_LONGLONG, 0),
+        (C::MYSQL_TYPE_NEWDECIMAL, 2),
+        (C::MYSQL_TYPE_NEWDECIMAL, 4),
+        (C::MYSQL_TYPE_VAR_STRING, 0),
+        (C::MYSQL_TYPE_VAR_STRING, 0),
+        (C::MYSQL_TYPE_DATETIME, 0),
+        (C::MYSQL_TYPE_DATE, 0),
+        (C::MYSQL_TYPE_NEWDECIMAL, 4),
+        (C::MYSQL_TYPE_NEWDECIMAL, 1),
+        (C::MYSQL_TYPE_NULL, 0),
+        (C::MYSQL_TYPE_DOUBLE, 31),
+    ];
+    // One row, and no rows: the metadata is the same.
+    for bound in ["0", "100"] {
+        let mut r = conn.query_iter(sql.replace("%s", bound)).await.expect("query");
+        let cols: Vec<(C, u8)> =
+            r.columns().expect("columns").iter().map(|c| (c.column_type(), c.decimals())).collect();
+        let _: Vec<mysql_async::Row> = r.collect().await.expect("rows");
+        assert_eq!(cols, want, "WHERE id > {bound}");
+    }
+    // NOT NULL where a value can never be NULL; the inner side of an outer join can be.
+    let r = conn
+        .query_iter("SELECT a.id, b.id, a.name, COUNT(*) FROM item a LEFT JOIN item b ON b.id = a.id + 100 GROUP BY a.id, b.id, a.name")
+        .await
+        .expect("query");
+    let not_null: Vec<bool> =
+        r.columns().expect("columns").iter().map(|c| c.flags().contains(ColumnFlags::NOT_NULL_FLAG)).collect();
+    drop(r);
+    assert_eq!(not_null, [true, false, true, true]);
+    // Binary protocol: a parameter's type follows its value, and values are encoded as
+    // their column's type (DECIMAL as its text).
+    let stmt = conn.prep("SELECT price * ?, id + ?, ? FROM item WHERE id = ?").await.expect("prepare");
+    let rows: Vec<mysql_async::Row> = conn.exec(&stmt, (2, 1, "txt", 1)).await.expect("execute");
+    let row = &rows[0];
+    let types: Vec<C> = row.columns_ref().iter().map(|c| c.column_type()).collect();
+    assert_eq!(types, [C::MYSQL_TYPE_NEWDECIMAL, C::MYSQL_TYPE_LONGLONG, C::MYSQL_TYPE_VAR_STRING]);
+    assert_eq!(row.get::<String, _>(0).as_deref(), Some("0.50"));
+    assert_eq!(row.get::<i64, _>(1), Some(2));
+    assert_eq!(row.get::<String, _>(2).as_deref(), Some("txt"));
+    drop(conn);
+    pool.disconnect().await.expect("disconnect");
+    admin.disconnect().await.expect("disconnect");
 }

@@ -44,6 +44,8 @@ pub(super) struct Decorrelated {
     pub name: String,
     /// Metadata of the aggregate column.
     pub meta: OutputColumn,
+    /// Metadata of the key columns.
+    pub key_meta: Vec<OutputColumn>,
 }
 
 impl Decorrelated {
@@ -53,12 +55,13 @@ impl Decorrelated {
             .map(|k| ScopeColumn {
                 table: String::new(),
                 name: format!("{}_k{k}", self.name),
-                meta: OutputColumn::default(),
+                meta: OutputColumn { not_null: false, ..self.key_meta.get(k).cloned().unwrap_or_default() },
             })
             .chain(std::iter::once(ScopeColumn {
                 table: String::new(),
                 name: self.name.clone(),
-                meta: self.meta.clone(),
+                // Outer rows without a group read NULL.
+                meta: OutputColumn { not_null: false, ..self.meta.clone() },
             }))
             .collect()
     }
@@ -280,7 +283,8 @@ impl Binder<'_> {
             return None;
         }
         let meta = gscope.columns.last()?.meta.clone();
-        Some((Decorrelated { plan, outer_keys, name: name.to_string(), meta }, fname == "count"))
+        let key_meta = gscope.columns[..gscope.columns.len() - 1].iter().map(|c| c.meta.clone()).collect();
+        Some((Decorrelated { plan, outer_keys, name: name.to_string(), meta, key_meta }, fname == "count"))
     }
 }
 
@@ -400,6 +404,8 @@ fn keyed_by_outer(plan: &Plan, depth: usize) -> bool {
         }
         Plan::HashJoin { left, right, .. } => keyed_by_outer(left, depth) || keyed_by_outer(right, depth),
         Plan::Union { inputs, .. } => inputs.iter().any(|p| keyed_by_outer(p, depth)),
+        Plan::SetOp { left, right, .. } => keyed_by_outer(left, depth) || keyed_by_outer(right, depth),
+        Plan::Recursive { seed, step, .. } => keyed_by_outer(seed, depth) || keyed_by_outer(step, depth),
         Plan::Filter { input, .. }
         | Plan::Project { input, .. }
         | Plan::Aggregate { input, .. }
@@ -407,7 +413,7 @@ fn keyed_by_outer(plan: &Plan, depth: usize) -> bool {
         | Plan::Limit { input, .. }
         | Plan::Distinct { input }
         | Plan::Truncate { input, .. } => keyed_by_outer(input, depth),
-        Plan::Dual | Plan::Values(_) => false,
+        Plan::Dual | Plan::Values(_) | Plan::WorkTable(_) => false,
     }
 }
 
