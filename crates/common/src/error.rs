@@ -139,6 +139,7 @@ codes! {
     ViewInvalid = 1356, "HY000";
     ViewRecursive = 1462, "HY000";
     CteMaxRecursionDepth = 3636, "HY000";
+    FieldInGroupingNotGroupBy = 3580, "HY000";
     CteRecursiveRequiresUnion = 3573, "HY000";
     WrongNumberOfColumnsInSelect = 1222, "21000";
     IllegalReference = 1247, "42S22";

@@ -1172,10 +1172,31 @@ impl<'a> Binder<'a> {
                 other => return Err(Error::unsupported(format!("{other}"))),
             }
         }
-        let group_exprs: Vec<ast::Expr> = match &s.group_by {
-            ast::GroupByExpr::Expressions(v, _) => v.clone(),
+        let (group_exprs, rollup): (Vec<ast::Expr>, bool) = match &s.group_by {
+            ast::GroupByExpr::Expressions(v, modifiers) => {
+                let mut rollup = false;
+                for m in modifiers {
+                    match m {
+                        ast::GroupByWithModifier::Rollup => rollup = true,
+                        other => return Err(Error::unsupported(format!("GROUP BY ... {other}"))),
+                    }
+                }
+                match v.as_slice() {
+                    // GROUP BY ROLLUP(a, b) is GROUP BY a, b WITH ROLLUP.
+                    [ast::Expr::Rollup(sets)] if sets.iter().all(|s| s.len() == 1) => {
+                        (sets.iter().flatten().cloned().collect(), true)
+                    }
+                    _ => (v.clone(), rollup),
+                }
+            }
             ast::GroupByExpr::All(_) => return Err(Error::unsupported("GROUP BY ALL")),
         };
+        if rollup {
+            // Super-aggregate rows hold NULL in the rolled-up columns.
+            for item in &mut items {
+                item.1.not_null = false;
+            }
+        }
         let having_agg = s.having.as_ref().is_some_and(contains_aggregate);
         let order_agg = order_by.iter().any(|o| contains_aggregate(&o.expr));
         let grouped = has_agg || having_agg || order_agg || !group_exprs.is_empty();
@@ -1203,7 +1224,7 @@ impl<'a> Binder<'a> {
                 .map(|(e, d)| Ok((rewrite_agg(e, &group, &mut aggs)?, d)))
                 .collect::<Result<_>>()?;
             having = having.map(|h| rewrite_agg(h, &group, &mut aggs)).transpose()?;
-            plan = Plan::Aggregate { input: Box::new(plan), group, aggs };
+            plan = Plan::Aggregate { input: Box::new(plan), group, aggs, rollup };
             if let Some(h) = having.take() {
                 plan = Plan::Filter { input: Box::new(plan), pred: h };
             }
@@ -1780,6 +1801,7 @@ impl<'a> Binder<'a> {
                 "avg" => AggFunc::Avg,
                 "min" => AggFunc::Min,
                 "max" => AggFunc::Max,
+                "grouping" => AggFunc::Grouping,
                 _ => AggFunc::GroupConcat,
             };
             let bound = args.iter().map(|a| self.expr(a, scope)).collect::<Result<Vec<_>>>()?;
@@ -2174,7 +2196,23 @@ pub fn rewrite_agg(e: Expr, group: &[Expr], aggs: &mut Vec<AggCall>) -> Result<E
     }
     match e {
         Expr::Agg(call) => {
-            let call = *call;
+            let mut call = *call;
+            if call.func == AggFunc::Grouping {
+                // GROUPING's arguments must be group columns; it refers to them by position.
+                let mut positions = Vec::with_capacity(call.args.len());
+                for (n, a) in call.args.iter().enumerate() {
+                    match group.iter().position(|g| g == a) {
+                        Some(i) => positions.push(Expr::Literal(Value::Int(i as i64))),
+                        None => {
+                            return Err(Error::user(
+                                Code::FieldInGroupingNotGroupBy,
+                                format!("Argument #{} of GROUPING function is not in GROUP BY", n + 1),
+                            ))
+                        }
+                    }
+                }
+                call.args = positions;
+            }
             let pos = match aggs.iter().position(|a| *a == call) {
                 Some(p) => p,
                 None => {

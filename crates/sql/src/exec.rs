@@ -323,9 +323,9 @@ where
                     join_row(ctx, l, matches, on.as_ref(), *kind, *right_width, &mut out).await?;
                 }
             }
-            Plan::Aggregate { input, group, aggs } => {
+            Plan::Aggregate { input, group, aggs, rollup } => {
                 let rows = execute(input, ctx).await?;
-                out = aggregate(ctx, rows, group, aggs).await?;
+                out = aggregate(ctx, rows, group, aggs, *rollup).await?;
             }
             Plan::Sort { input, keys } => {
                 let (rows, charge) = execute(input, ctx).await?.into_parts();
@@ -650,7 +650,7 @@ fn new_acc(f: AggFunc) -> Acc {
         AggFunc::Avg => Acc::Avg(None, 0),
         AggFunc::Min => Acc::Min(None),
         AggFunc::Max => Acc::Max(None),
-        AggFunc::First => Acc::First(None),
+        AggFunc::First | AggFunc::Grouping => Acc::First(None),
         AggFunc::GroupConcat => Acc::Concat(None, false),
     }
 }
@@ -670,37 +670,117 @@ fn add_values(a: Option<Value>, v: &Value) -> Result<Option<Value>> {
 /// One group: its key values, accumulators, and the DISTINCT sets of its aggregates.
 type Group = (Row, Vec<Acc>, Vec<HashSet<Vec<u8>>>);
 
+/// Adds one value to an aggregate's accumulator (GROUP_CONCAT's text is charged).
+fn accumulate(acc: &mut Acc, v: Value, concat_max: usize, held: &mut Charge) -> Result<()> {
+    match acc {
+        Acc::Count(n) => *n += 1,
+        Acc::Sum(s) => *s = add_values(s.take(), &v)?,
+        Acc::Avg(s, n) => {
+            *s = add_values(s.take(), &v)?;
+            *n += 1;
+        }
+        Acc::Min(m) => {
+            if m.as_ref().is_none_or(|cur| v.sort_cmp(cur) == std::cmp::Ordering::Less) {
+                *m = Some(v);
+            }
+        }
+        Acc::Max(m) => {
+            if m.as_ref().is_none_or(|cur| v.sort_cmp(cur) == std::cmp::Ordering::Greater) {
+                *m = Some(v);
+            }
+        }
+        Acc::First(f) => {
+            if f.is_none() {
+                *f = Some(v);
+            }
+        }
+        Acc::Concat(c, cut) => {
+            if *cut {
+                return Ok(());
+            }
+            let t = v.to_text().unwrap_or_default();
+            held.add(t.len().min(concat_max) + 1)?;
+            let buf = match c {
+                Some(buf) => {
+                    buf.push(b',');
+                    buf.extend(t);
+                    buf
+                }
+                None => c.insert(t),
+            };
+            if buf.len() > concat_max {
+                // Cut at group_concat_max_len bytes, on a character boundary.
+                let mut end = concat_max;
+                while end > 0 && (buf[end] & 0xC0) == 0x80 {
+                    end -= 1;
+                }
+                buf.truncate(end);
+                *cut = true;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Groups, DISTINCT sets and GROUP_CONCAT texts are charged to the statement as they grow.
-async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Rows, group: &[Expr], aggs: &[AggCall]) -> Result<Rows> {
+/// With `rollup` every row also feeds the super-aggregate groups of each prefix of the
+/// group columns (the rest NULL), and groups come out sorted by their values with each
+/// super-aggregate row after the rows it sums up, as MySQL's WITH ROLLUP returns them.
+async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Rows, group: &[Expr], aggs: &[AggCall], rollup: bool) -> Result<Rows> {
     let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
     let mut groups: Vec<Group> = Vec::new();
+    // Per group: how many trailing group columns are rolled up.
+    let mut levels: Vec<usize> = Vec::new();
     let mut held = Charge::new();
     let group_size = std::mem::size_of::<Group>() + aggs.len() * (std::mem::size_of::<Acc>() + 48);
     let concat_max = crate::context::limits().group_concat_max_len;
+    let level_count = if rollup { group.len() + 1 } else { 1 };
+    let mut targets = Vec::with_capacity(level_count);
     for r in rows.iter() {
         checkpoint().await?;
         let mut gvals = Vec::with_capacity(group.len());
         let mut key = Vec::new();
+        // End of each group column's encoding in `key`.
+        let mut ends = Vec::with_capacity(group.len());
         for g in group {
             let v = ctx.eval(g, r).await?;
             memcmp::encode_value(&mut key, &normalize_join_key(&v));
+            ends.push(key.len());
             gvals.push(v);
         }
-        let gi = match index.get(&key) {
-            Some(i) => *i,
-            None => {
-                held.add(group_size + 2 * key.len())?;
-                held.add_row(&gvals)?;
-                groups.push((
-                    gvals,
-                    aggs.iter().map(|a| new_acc(a.func)).collect(),
-                    aggs.iter().map(|_| HashSet::new()).collect(),
-                ));
-                index.insert(key, groups.len() - 1);
-                groups.len() - 1
-            }
-        };
+        targets.clear();
+        for level in 0..level_count {
+            let kept = group.len() - level;
+            let lookup = if rollup {
+                let mut k = vec![level as u8];
+                k.extend_from_slice(&key[..if kept == 0 { 0 } else { ends[kept - 1] }]);
+                k
+            } else {
+                std::mem::take(&mut key)
+            };
+            let gi = match index.get(&lookup) {
+                Some(i) => *i,
+                None => {
+                    let mut vals: Row = if rollup { gvals[..kept].to_vec() } else { std::mem::take(&mut gvals) };
+                    vals.resize(group.len(), Value::Null);
+                    held.add(group_size + 2 * lookup.len())?;
+                    held.add_row(&vals)?;
+                    groups.push((
+                        vals,
+                        aggs.iter().map(|a| new_acc(a.func)).collect(),
+                        aggs.iter().map(|_| HashSet::new()).collect(),
+                    ));
+                    levels.push(level);
+                    index.insert(lookup, groups.len() - 1);
+                    groups.len() - 1
+                }
+            };
+            targets.push(gi);
+        }
         for (ai, call) in aggs.iter().enumerate() {
+            if call.func == AggFunc::Grouping {
+                continue;
+            }
             let mut args = Vec::with_capacity(call.args.len());
             for a in &call.args {
                 args.push(ctx.eval(a, r).await?);
@@ -708,77 +788,76 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Rows, group: &[Expr], aggs: &[Ag
             if call.func != AggFunc::CountStar && call.func != AggFunc::First && args.iter().any(|v| v.is_null()) {
                 continue;
             }
-            if call.distinct {
+            let distinct_key = if call.distinct {
                 let mut k = Vec::new();
                 for v in &args {
                     memcmp::encode_value(&mut k, &normalize_join_key(v));
                 }
-                let len = k.len();
-                if !groups[gi].2[ai].insert(k) {
-                    continue;
-                }
-                held.add(len + std::mem::size_of::<Vec<u8>>())?;
-            }
-            let v = args.into_iter().next().unwrap_or(Value::Null);
-            let acc = &mut groups[gi].1[ai];
-            match acc {
-                Acc::Count(n) => *n += 1,
-                Acc::Sum(s) => *s = add_values(s.take(), &v)?,
-                Acc::Avg(s, n) => {
-                    *s = add_values(s.take(), &v)?;
-                    *n += 1;
-                }
-                Acc::Min(m) => {
-                    if m.as_ref().is_none_or(|cur| v.sort_cmp(cur) == std::cmp::Ordering::Less) {
-                        *m = Some(v);
-                    }
-                }
-                Acc::Max(m) => {
-                    if m.as_ref().is_none_or(|cur| v.sort_cmp(cur) == std::cmp::Ordering::Greater) {
-                        *m = Some(v);
-                    }
-                }
-                Acc::First(f) => {
-                    if f.is_none() {
-                        *f = Some(v);
-                    }
-                }
-                Acc::Concat(c, cut) => {
-                    if *cut {
+                Some(k)
+            } else {
+                None
+            };
+            let mut v = args.into_iter().next().unwrap_or(Value::Null);
+            for (ti, &gi) in targets.iter().enumerate() {
+                if let Some(k) = &distinct_key {
+                    if !groups[gi].2[ai].insert(k.clone()) {
                         continue;
                     }
-                    let t = v.to_text().unwrap_or_default();
-                    held.add(t.len().min(concat_max) + 1)?;
-                    let buf = match c {
-                        Some(buf) => {
-                            buf.push(b',');
-                            buf.extend(t);
-                            buf
-                        }
-                        None => c.insert(t),
-                    };
-                    if buf.len() > concat_max {
-                        // Cut at group_concat_max_len bytes, on a character boundary.
-                        let mut end = concat_max;
-                        while end > 0 && (buf[end] & 0xC0) == 0x80 {
-                            end -= 1;
-                        }
-                        buf.truncate(end);
-                        *cut = true;
-                    }
+                    held.add(k.len() + std::mem::size_of::<Vec<u8>>())?;
                 }
+                let value = if ti + 1 == targets.len() { std::mem::replace(&mut v, Value::Null) } else { v.clone() };
+                accumulate(&mut groups[gi].1[ai], value, concat_max, &mut held)?;
             }
         }
+    }
+    if rollup {
+        // Sorted by group values, a rolled-up column after every value of it.
+        let n = group.len();
+        let mut order: Vec<usize> = (0..groups.len()).collect();
+        order.sort_by(|&a, &b| {
+            for i in 0..n {
+                let (ra, rb) = (i >= n - levels[a], i >= n - levels[b]);
+                let o = ra.cmp(&rb).then_with(|| {
+                    if ra {
+                        std::cmp::Ordering::Equal
+                    } else {
+                        groups[a].0[i].sort_cmp(&groups[b].0[i])
+                    }
+                });
+                if o != std::cmp::Ordering::Equal {
+                    return o;
+                }
+            }
+            std::cmp::Ordering::Equal
+        });
+        let mut taken: Vec<Option<Group>> = groups.into_iter().map(Some).collect();
+        groups = order.iter().filter_map(|&i| taken[i].take()).collect();
+        levels = order.iter().map(|&i| levels[i]).collect();
     }
     if groups.is_empty() && group.is_empty() {
         groups.push((Vec::new(), aggs.iter().map(|a| new_acc(a.func)).collect(), Vec::new()));
     }
     drop(rows);
     let mut out = Rows::new();
-    for (gvals, accs, _) in groups {
+    let n = group.len();
+    for (gi, (gvals, accs, _)) in groups.into_iter().enumerate() {
+        let level = levels.get(gi).copied().unwrap_or(0);
         let mut row = gvals;
         let row_number = out.len() + 1;
-        for acc in accs {
+        for (acc, call) in accs.into_iter().zip(aggs) {
+            if call.func == AggFunc::Grouping {
+                // GROUPING(a, b, ...): one bit per argument, 1 where that column is rolled up.
+                let mut bits = 0i64;
+                for a in &call.args {
+                    let i = match a {
+                        Expr::Literal(v) => v.as_i64().unwrap_or(0) as usize,
+                        _ => 0,
+                    };
+                    bits = (bits << 1) | i64::from(i >= n - level);
+                }
+                row.push(Value::Int(bits));
+                continue;
+            }
             row.push(match acc {
                 Acc::Count(n) => Value::Int(n),
                 Acc::Sum(s) => s.unwrap_or(Value::Null),

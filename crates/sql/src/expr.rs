@@ -91,6 +91,9 @@ pub enum AggFunc {
     First,
     /// GROUP_CONCAT(expr) with ',' separator.
     GroupConcat,
+    /// GROUPING(a, ...) under WITH ROLLUP; its arguments are the positions of the group
+    /// columns (as integer literals) once the aggregation rewrite has run.
+    Grouping,
 }
 
 /// An aggregate call.

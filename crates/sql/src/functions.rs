@@ -35,7 +35,7 @@ pub fn to_datetime(v: &Value) -> Option<DateTime> {
 
 /// Whether a function name is an aggregate.
 pub fn is_aggregate(name: &str) -> bool {
-    matches!(name, "count" | "sum" | "avg" | "min" | "max" | "group_concat")
+    matches!(name, "count" | "sum" | "avg" | "min" | "max" | "group_concat" | "grouping")
 }
 
 /// Functions the binder folds from session state.

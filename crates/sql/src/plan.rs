@@ -121,6 +121,8 @@ pub enum Plan {
         group: Vec<Expr>,
         /// Aggregates.
         aggs: Vec<AggCall>,
+        /// WITH ROLLUP: also the super-aggregate rows of each prefix of `group`.
+        rollup: bool,
     },
     /// Sorts by keys (expression, descending).
     Sort {
@@ -273,9 +275,10 @@ impl Plan {
                 vec![left, right],
             ),
             Plan::HashJoin { left, right, kind, .. } => (format!("HashJoin {kind:?}"), vec![left, right]),
-            Plan::Aggregate { input, group, aggs } => {
-                (format!("HashAgg group:{} aggs:{}", group.len(), aggs.len()), vec![input])
-            }
+            Plan::Aggregate { input, group, aggs, rollup } => (
+                format!("HashAgg group:{} aggs:{}{}", group.len(), aggs.len(), if *rollup { " rollup" } else { "" }),
+                vec![input],
+            ),
             Plan::Sort { input, keys } => (format!("Sort keys:{}", keys.len()), vec![input]),
             Plan::Limit { input, .. } => ("Limit".into(), vec![input]),
             Plan::Distinct { input } => ("Distinct".into(), vec![input]),

@@ -998,7 +998,7 @@ impl Session {
             ast::Statement::Query(q) => {
                 let info = self.info();
                 let query = Binder::new(&self.engine.catalog, &info).plan_query(q)?;
-                query.columns.iter().map(|c| Column::from_output(c)).collect()
+                query.columns.iter().map(Column::from_output).collect()
             }
             _ => Vec::new(),
         };

@@ -410,7 +410,7 @@ pub fn binary_type(op: BinOp, l: &SqlType, r: &SqlType) -> SqlType {
 fn agg_type(call: &AggCall, env: &dyn TypeEnv) -> SqlType {
     let arg = call.args.first().map(|a| expr_type(a, env)).unwrap_or_else(SqlType::null);
     match call.func {
-        AggFunc::CountStar | AggFunc::Count => SqlType::not_null(BIGINT),
+        AggFunc::CountStar | AggFunc::Count | AggFunc::Grouping => SqlType::not_null(BIGINT),
         AggFunc::Sum => SqlType::nullable(match arg.ty.as_ref() {
             Some(t) if matches!(kind(t), Kind::Int | Kind::Decimal) => {
                 let (p, s) = decimal_shape(t);
@@ -609,7 +609,7 @@ mod tests {
     fn literals_and_date_arithmetic() {
         let cols: [OutputColumn; 0] = [];
         assert_eq!(
-            ty(&lit(Value::Decimal("12.50".parse().unwrap())), &cols),
+            ty(&lit(Value::Decimal("12.50".parse().expect("decimal"))), &cols),
             Some(ColumnType::Decimal { precision: 4, scale: 2 })
         );
         assert_eq!(ty(&lit(Value::str("héllo")), &cols), Some(ColumnType::Varchar(5)));
