@@ -526,7 +526,7 @@ impl<'a> Binder<'a> {
     }
 
     /// Plans `cte` of a WITH RECURSIVE as a recursive CTE when its body is `seed UNION
-    /// [ALL] step` and only `step` reads the CTE; None when it does not read itself (an
+    /// ALL step` (or UNION DISTINCT) and only `step` reads the CTE; None when it does not read itself (an
     /// ordinary CTE). The columns are named by the alias list and typed by the seed, as in
     /// MySQL.
     fn recursive_cte(&mut self, cte: &ast::Cte) -> Result<Option<Cte>> {

@@ -575,7 +575,7 @@ async fn recursive_cte(
     result.map(|_| out)
 }
 
-/// INTERSECT / EXCEPT [ALL]: `right`'s rows are counted, then `left`'s kept or dropped in
+/// INTERSECT / EXCEPT, DISTINCT or ALL: `right`'s rows are counted, then `left`'s kept or dropped in
 /// order. Without ALL the result has no duplicates.
 async fn set_op(left: Rows, right: Rows, intersect: bool, all: bool) -> Result<Rows> {
     let mut counts: HashMap<Vec<u8>, usize> = HashMap::new();

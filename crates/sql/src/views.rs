@@ -249,7 +249,7 @@ pub fn show_create_view(v: &ViewInfo) -> QueryResult {
     )
 }
 
-/// DESCRIBE / SHOW [FULL] COLUMNS of a view: its columns as binding its query types them.
+/// DESCRIBE / SHOW (FULL) COLUMNS of a view: its columns as binding its query types them.
 pub fn view_columns(
     catalog: &crate::catalog::Catalog,
     info: &SessionInfo,
