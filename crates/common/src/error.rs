@@ -140,6 +140,7 @@ codes! {
     ViewRecursive = 1462, "HY000";
     CteMaxRecursionDepth = 3636, "HY000";
     FieldInGroupingNotGroupBy = 3580, "HY000";
+    WindowInvalidUse = 3593, "HY000";
     CteRecursiveRequiresUnion = 3573, "HY000";
     WrongNumberOfColumnsInSelect = 1222, "21000";
     IllegalReference = 1247, "42S22";

@@ -15,7 +15,9 @@ use strata_common::time::DateTime;
 use strata_common::{Code, Error, Result, Value};
 
 use crate::catalog::{Catalog, TableInfo, ViewInfo};
-use crate::expr::{number_literal, AggCall, AggFunc, BinOp, CastType, Expr, SubqueryKind, UnaryOp};
+use crate::expr::{
+    number_literal, AggCall, AggFunc, BinOp, CastType, Expr, SubqueryKind, UnaryOp, WindowCall, WindowFunc,
+};
 use crate::functions::{is_aggregate, is_session_function};
 use crate::plan::{Access, JoinKind, KeyRange, OutputColumn, Plan, Query, SubqueryPlan};
 use crate::types::ColumnType;
@@ -1113,7 +1115,16 @@ impl<'a> Binder<'a> {
                 rels_scope.columns.extend(j.hidden_columns());
             }
             if let Some(w) = &s.selection {
-                conjuncts(self.expr(w, &rels_scope)?, &mut preds);
+                let bound = self.expr(w, &rels_scope)?;
+                let mut window = false;
+                bound.walk(&mut |x| window |= matches!(x, Expr::Window(_)));
+                if window {
+                    return Err(Error::user(
+                        Code::WindowInvalidUse,
+                        "You cannot use the window function in this context.",
+                    ));
+                }
+                conjuncts(bound, &mut preds);
             }
             let (mut p, mut sc) = self.from(&s.from, &mut preds)?;
             for j in joins {
@@ -1212,6 +1223,8 @@ impl<'a> Binder<'a> {
             None => None,
         };
         let mut proj: Vec<Expr> = items.iter().map(|i| i.0.clone()).collect();
+        // Width of the rows window functions see (the FROM row, or the grouped row).
+        let mut input_width = scope.columns.len();
         if grouped {
             let mut group = Vec::new();
             for g in &group_exprs {
@@ -1224,12 +1237,24 @@ impl<'a> Binder<'a> {
                 .map(|(e, d)| Ok((rewrite_agg(e, &group, &mut aggs)?, d)))
                 .collect::<Result<_>>()?;
             having = having.map(|h| rewrite_agg(h, &group, &mut aggs)).transpose()?;
+            input_width = group.len() + aggs.len();
             plan = Plan::Aggregate { input: Box::new(plan), group, aggs, rollup };
             if let Some(h) = having.take() {
                 plan = Plan::Filter { input: Box::new(plan), pred: h };
             }
         } else if let Some(h) = having.take() {
             plan = Plan::Filter { input: Box::new(plan), pred: h };
+        }
+        // Window functions run over those rows, before DISTINCT, ORDER BY and LIMIT; each
+        // call becomes a column after the input's.
+        let mut calls: Vec<WindowCall> = Vec::new();
+        proj = proj.into_iter().map(|e| extract_windows(e, input_width, &mut calls)).collect::<Result<_>>()?;
+        order_keys = order_keys
+            .into_iter()
+            .map(|(e, d)| Ok((extract_windows(e, input_width, &mut calls)?, d)))
+            .collect::<Result<_>>()?;
+        if !calls.is_empty() {
+            plan = Plan::Window { input: Box::new(plan), calls };
         }
         let width = proj.len();
         let distinct = matches!(s.distinct, Some(ast::Distinct::Distinct));
@@ -1793,6 +1818,9 @@ impl<'a> Binder<'a> {
             }
             ast::FunctionArguments::Subquery(_) => return Err(Error::unsupported("subquery as function argument")),
         };
+        if let Some(over) = &f.over {
+            return self.window_function(&name, &args, distinct, star, over, scope);
+        }
         if is_aggregate(&name) {
             let func = match name.as_str() {
                 "count" if star => AggFunc::CountStar,
@@ -1849,6 +1877,80 @@ impl<'a> Binder<'a> {
                 Ok(Expr::Func(name, bound))
             }
         }
+    }
+
+    /// Binds `name(args) OVER (...)`. Frames other than the default (and the whole
+    /// partition) and named windows are not supported yet.
+    fn window_function(
+        &mut self,
+        name: &str,
+        args: &[ast::Expr],
+        distinct: bool,
+        star: bool,
+        over: &ast::WindowType,
+        scope: &Scope,
+    ) -> Result<Expr> {
+        let ast::WindowType::WindowSpec(spec) = over else {
+            return Err(Error::unsupported("named windows"));
+        };
+        if spec.window_name.is_some() {
+            return Err(Error::unsupported("named windows"));
+        }
+        let (func, arity) = match name {
+            "row_number" => (WindowFunc::RowNumber, (0, 0)),
+            "rank" => (WindowFunc::Rank, (0, 0)),
+            "dense_rank" => (WindowFunc::DenseRank, (0, 0)),
+            "lag" => (WindowFunc::Lag, (1, 3)),
+            "lead" => (WindowFunc::Lead, (1, 3)),
+            "first_value" => (WindowFunc::FirstValue, (1, 1)),
+            "last_value" => (WindowFunc::LastValue, (1, 1)),
+            "count" if star => (WindowFunc::Agg(AggFunc::CountStar, false), (0, 0)),
+            "count" => (WindowFunc::Agg(AggFunc::Count, distinct), (1, 1)),
+            "sum" => (WindowFunc::Agg(AggFunc::Sum, distinct), (1, 1)),
+            "avg" => (WindowFunc::Agg(AggFunc::Avg, distinct), (1, 1)),
+            "min" => (WindowFunc::Agg(AggFunc::Min, false), (1, 1)),
+            "max" => (WindowFunc::Agg(AggFunc::Max, false), (1, 1)),
+            other => return Err(Error::unsupported(format!("window function {}", other.to_uppercase()))),
+        };
+        if args.len() < arity.0 || args.len() > arity.1 {
+            return Err(Error::user(
+                Code::WrongParamcountToNativeFct,
+                format!("Incorrect parameter count in the call to native function '{name}'"),
+            ));
+        }
+        let whole_partition = match &spec.window_frame {
+            None => spec.order_by.is_empty(),
+            Some(frame) => {
+                let unbounded_start = matches!(frame.start_bound, ast::WindowFrameBound::Preceding(None));
+                match &frame.end_bound {
+                    Some(ast::WindowFrameBound::Following(None)) if unbounded_start => true,
+                    Some(ast::WindowFrameBound::CurrentRow) | None
+                        if unbounded_start && frame.units == ast::WindowFrameUnits::Range =>
+                    {
+                        spec.order_by.is_empty()
+                    }
+                    _ => return Err(Error::unsupported("this window frame")),
+                }
+            }
+        };
+        let args = args.iter().map(|a| self.expr(a, scope)).collect::<Result<Vec<_>>>()?;
+        let partition = spec.partition_by.iter().map(|p| self.expr(p, scope)).collect::<Result<Vec<_>>>()?;
+        let mut order = Vec::with_capacity(spec.order_by.len());
+        for ob in &spec.order_by {
+            order.push((self.expr(&ob.expr, scope)?, matches!(ob.options.sort, Some(ast::OrderBySort::Desc))));
+        }
+        let nested = args.iter().chain(&partition).chain(order.iter().map(|o| &o.0));
+        let mut inner_window = false;
+        for e in nested {
+            e.walk(&mut |x| inner_window |= matches!(x, Expr::Window(_)));
+        }
+        if inner_window {
+            return Err(Error::user(
+                Code::WindowInvalidUse,
+                "You cannot nest a window function in the specification of window",
+            ));
+        }
+        Ok(Expr::Window(Box::new(WindowCall { func, args, partition, order, whole_partition })))
     }
 
     fn session_function(&mut self, name: &str, args: &[ast::Expr], scope: &Scope) -> Result<Expr> {
@@ -2142,7 +2244,8 @@ pub fn contains_aggregate(e: &ast::Expr) -> bool {
         type Break = ();
         fn pre_visit_expr(&mut self, e: &ast::Expr) -> ControlFlow<()> {
             if let ast::Expr::Function(f) = e {
-                if is_aggregate(&lower(&f.name.to_string())) {
+                // `SUM(x) OVER (..)` is a window function, not an aggregate.
+                if f.over.is_none() && is_aggregate(&lower(&f.name.to_string())) {
                     self.0 = true;
                     return ControlFlow::Break(());
                 }
@@ -2235,6 +2338,26 @@ pub fn rewrite_agg(e: Expr, group: &[Expr], aggs: &mut Vec<AggCall>) -> Result<E
         }
         other => other.map_children(&mut |c| rewrite_agg(c, group, aggs)),
     }
+}
+
+/// Replaces the window function calls in `e` by columns after the first `width` ones,
+/// collecting the calls (an identical call is computed once).
+fn extract_windows(e: Expr, width: usize, calls: &mut Vec<WindowCall>) -> Result<Expr> {
+    e.transform(&mut |x| {
+        Ok(match x {
+            Expr::Window(call) => {
+                let pos = match calls.iter().position(|c| *c == *call) {
+                    Some(p) => p,
+                    None => {
+                        calls.push(*call);
+                        calls.len() - 1
+                    }
+                };
+                Expr::Column(width + pos)
+            }
+            other => other,
+        })
+    })
 }
 
 fn check_unique_aliases(rels: &[&Relation]) -> Result<()> {

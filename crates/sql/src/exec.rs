@@ -21,7 +21,9 @@ use strata_txn::Transaction;
 
 use crate::catalog::TableInfo;
 use crate::context::{count_reads, row_size, Charge, Read};
-use crate::expr::{AggCall, AggFunc, EvalCtx, Expr, Row, SubqueryKind, SubqueryValue, SubqueryValues};
+use crate::expr::{
+    AggCall, AggFunc, EvalCtx, Expr, Row, SubqueryKind, SubqueryValue, SubqueryValues, WindowCall, WindowFunc,
+};
 use crate::interrupt::checkpoint;
 use crate::keyconv::{key_conv, KeyConv, Side};
 use crate::plan::{Access, JoinKind, KeyRange, Plan, SubqueryPlan};
@@ -356,6 +358,10 @@ where
             Plan::Recursive { seed, step, id, all, max_depth } => {
                 out = recursive_cte(ctx, seed, step, *id, *all, *max_depth).await?;
             }
+            Plan::Window { input, calls } => {
+                let rows = execute(input, ctx).await?;
+                out = window(ctx, rows, calls).await?;
+            }
             Plan::WorkTable(id) => {
                 let rows = ctx.work_tables.get(id).cloned().unwrap_or_default();
                 for r in rows.iter() {
@@ -632,6 +638,7 @@ async fn set_op(left: Rows, right: Rows, intersect: bool, all: bool) -> Result<R
     Ok(out)
 }
 
+#[derive(Clone)]
 enum Acc {
     Count(i64),
     Sum(Option<Value>),
@@ -669,6 +676,194 @@ fn add_values(a: Option<Value>, v: &Value) -> Result<Option<Value>> {
 
 /// One group: its key values, accumulators, and the DISTINCT sets of its aggregates.
 type Group = (Row, Vec<Acc>, Vec<HashSet<Vec<u8>>>);
+
+/// Computes window functions over `rows`: each call's value is appended to every row, in
+/// call order. Rows keep their input order. Per call the rows are sorted by (partition
+/// keys, order keys); the default frame applies: with ORDER BY, from the partition's
+/// start to the current row's last peer; without, the whole partition.
+async fn window(ctx: &mut ExecCtx<'_>, rows: Rows, calls: &[WindowCall]) -> Result<Rows> {
+    let (mut rows, charge) = rows.into_parts();
+    let mut held = Charge::new();
+    for call in calls {
+        // Keys per row: partition key bytes, then the order values.
+        let mut keyed: Vec<(Vec<u8>, Vec<Value>, usize)> = Vec::with_capacity(rows.len());
+        for (i, r) in rows.iter().enumerate() {
+            checkpoint().await?;
+            let mut pk = Vec::new();
+            for p in &call.partition {
+                memcmp::encode_value(&mut pk, &normalize_join_key(&ctx.eval(p, r).await?));
+            }
+            let mut ok = Vec::with_capacity(call.order.len());
+            for (o, _) in &call.order {
+                ok.push(ctx.eval(o, r).await?);
+            }
+            held.add(pk.len() + 48 + ok.len() * 32)?;
+            keyed.push((pk, ok, i));
+        }
+        keyed.sort_by(|a, b| {
+            a.0.cmp(&b.0).then_with(|| {
+                for (k, (_, desc)) in call.order.iter().enumerate() {
+                    let o = a.1[k].sort_cmp(&b.1[k]);
+                    let o = if *desc { o.reverse() } else { o };
+                    if o != std::cmp::Ordering::Equal {
+                        return o;
+                    }
+                }
+                std::cmp::Ordering::Equal
+            })
+        });
+        let mut values: Vec<Value> = vec![Value::Null; rows.len()];
+        let mut start = 0;
+        while start < keyed.len() {
+            let mut end = start + 1;
+            while end < keyed.len() && keyed[end].0 == keyed[start].0 {
+                end += 1;
+            }
+            let part = &keyed[start..end];
+            // Arguments per row of the partition, in sorted order.
+            let mut args: Vec<Vec<Value>> = Vec::with_capacity(part.len());
+            for (_, _, i) in part {
+                let mut a = Vec::with_capacity(call.args.len());
+                for e in &call.args {
+                    a.push(ctx.eval(e, &rows[*i]).await?);
+                }
+                args.push(a);
+            }
+            window_partition(call, part, &args, &mut values)?;
+            start = end;
+        }
+        for (r, v) in rows.iter_mut().zip(values) {
+            r.push(v);
+        }
+    }
+    drop(held);
+    let mut out = Rows::new();
+    drop(charge);
+    for r in rows {
+        out.push(r)?;
+    }
+    Ok(out)
+}
+
+/// The values of one window call over one partition (rows in window order).
+fn window_partition(
+    call: &WindowCall,
+    part: &[(Vec<u8>, Vec<Value>, usize)],
+    args: &[Vec<Value>],
+    values: &mut [Value],
+) -> Result<()> {
+    let n = part.len();
+    let peers =
+        |a: usize, b: usize| part[a].1.iter().zip(&part[b].1).all(|(x, y)| x.sort_cmp(y) == std::cmp::Ordering::Equal);
+    // End (exclusive) of each row's peer group.
+    let mut peer_end = vec![n; n];
+    let mut s = 0;
+    while s < n {
+        let mut e = s + 1;
+        while e < n && peers(s, e) {
+            e += 1;
+        }
+        for pe in &mut peer_end[s..e] {
+            *pe = e;
+        }
+        s = e;
+    }
+    let arg = |k: usize, j: usize| args[k].get(j).cloned().unwrap_or(Value::Null);
+    match &call.func {
+        WindowFunc::RowNumber => {
+            for (k, (_, _, i)) in part.iter().enumerate() {
+                values[*i] = Value::Int(k as i64 + 1);
+            }
+        }
+        WindowFunc::Rank | WindowFunc::DenseRank => {
+            let mut rank = 0i64;
+            let mut dense = 0i64;
+            for k in 0..n {
+                if k == 0 || !peers(k - 1, k) {
+                    rank = k as i64 + 1;
+                    dense += 1;
+                }
+                values[part[k].2] = Value::Int(if call.func == WindowFunc::Rank { rank } else { dense });
+            }
+        }
+        WindowFunc::Lag | WindowFunc::Lead => {
+            for k in 0..n {
+                let offset = args[k].get(1).and_then(|v| v.as_i64()).unwrap_or(1);
+                let target = if call.func == WindowFunc::Lag { k as i64 - offset } else { k as i64 + offset };
+                values[part[k].2] =
+                    if target >= 0 && (target as usize) < n { arg(target as usize, 0) } else { arg(k, 2) };
+            }
+        }
+        WindowFunc::FirstValue => {
+            for k in 0..n {
+                values[part[k].2] = arg(0, 0);
+            }
+        }
+        WindowFunc::LastValue => {
+            for k in 0..n {
+                let last = if call.order.is_empty() { n - 1 } else { peer_end[k] - 1 };
+                values[part[k].2] = arg(last, 0);
+            }
+        }
+        WindowFunc::Agg(func, distinct) => {
+            // Running accumulator over the frame: the whole partition without ORDER BY,
+            // otherwise up to each peer group's end.
+            let mut acc = new_acc(*func);
+            let mut seen: HashSet<Vec<u8>> = HashSet::new();
+            let mut held = Charge::new();
+            let mut fed = 0;
+            for k in 0..n {
+                let upto = if call.order.is_empty() { n } else { peer_end[k] };
+                while fed < upto {
+                    let a = &args[fed];
+                    fed += 1;
+                    if *func != AggFunc::CountStar && a.iter().any(|v| v.is_null()) {
+                        continue;
+                    }
+                    if *distinct {
+                        let mut key = Vec::new();
+                        for v in a {
+                            memcmp::encode_value(&mut key, &normalize_join_key(v));
+                        }
+                        if !seen.insert(key) {
+                            continue;
+                        }
+                    }
+                    accumulate(&mut acc, a.first().cloned().unwrap_or(Value::Null), usize::MAX, &mut held)?;
+                }
+                values[part[k].2] = acc_value(acc.clone(), 0);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The value of a finished accumulator (`row_number` names the result row in GROUP_CONCAT's
+/// cut warning).
+fn acc_value(acc: Acc, row_number: usize) -> Value {
+    match acc {
+        Acc::Count(n) => Value::Int(n),
+        Acc::Sum(s) => s.unwrap_or(Value::Null),
+        Acc::Avg(None, _) => Value::Null,
+        Acc::Avg(Some(s), n) => match s {
+            Value::Decimal(d) => {
+                let q = d / Decimal::from(n);
+                let mut q =
+                    q.round_dp_with_strategy(d.scale() + 4, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
+                q.rescale(d.scale() + 4);
+                Value::Decimal(q)
+            }
+            other => Value::Double(other.as_f64().unwrap_or(0.0) / n as f64),
+        },
+        Acc::Min(m) | Acc::Max(m) | Acc::First(m) => m.unwrap_or(Value::Null),
+        Acc::Concat(c, cut) => {
+            if cut {
+                crate::context::warn(Code::CutValueGroupConcat, format!("Row {row_number} was cut by GROUP_CONCAT()"));
+            }
+            c.map(Value::Bytes).unwrap_or(Value::Null)
+        }
+    }
+}
 
 /// Adds one value to an aggregate's accumulator (GROUP_CONCAT's text is charged).
 fn accumulate(acc: &mut Acc, v: Value, concat_max: usize, held: &mut Charge) -> Result<()> {
@@ -858,33 +1053,7 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Rows, group: &[Expr], aggs: &[Ag
                 row.push(Value::Int(bits));
                 continue;
             }
-            row.push(match acc {
-                Acc::Count(n) => Value::Int(n),
-                Acc::Sum(s) => s.unwrap_or(Value::Null),
-                Acc::Avg(None, _) => Value::Null,
-                Acc::Avg(Some(s), n) => match s {
-                    Value::Decimal(d) => {
-                        let q = d / Decimal::from(n);
-                        let mut q = q.round_dp_with_strategy(
-                            d.scale() + 4,
-                            rust_decimal::RoundingStrategy::MidpointAwayFromZero,
-                        );
-                        q.rescale(d.scale() + 4);
-                        Value::Decimal(q)
-                    }
-                    other => Value::Double(other.as_f64().unwrap_or(0.0) / n as f64),
-                },
-                Acc::Min(m) | Acc::Max(m) | Acc::First(m) => m.unwrap_or(Value::Null),
-                Acc::Concat(c, cut) => {
-                    if cut {
-                        crate::context::warn(
-                            Code::CutValueGroupConcat,
-                            format!("Row {row_number} was cut by GROUP_CONCAT()"),
-                        );
-                    }
-                    c.map(Value::Bytes).unwrap_or(Value::Null)
-                }
-            });
+            row.push(acc_value(acc, row_number));
         }
         out.push(row)?;
     }

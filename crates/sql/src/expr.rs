@@ -107,6 +107,45 @@ pub struct AggCall {
     pub distinct: bool,
 }
 
+/// Window functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowFunc {
+    /// ROW_NUMBER()
+    RowNumber,
+    /// RANK()
+    Rank,
+    /// DENSE_RANK()
+    DenseRank,
+    /// LAG(expr [, offset [, default]])
+    Lag,
+    /// LEAD(expr [, offset [, default]])
+    Lead,
+    /// FIRST_VALUE(expr)
+    FirstValue,
+    /// LAST_VALUE(expr)
+    LastValue,
+    /// An aggregate over the frame (DISTINCT or not).
+    Agg(AggFunc, bool),
+}
+
+/// A window function call: `func(args) OVER (PARTITION BY .. ORDER BY ..)`, with the
+/// default frame (with ORDER BY: the partition's start to the current row's last peer;
+/// without, or with `whole_partition`: the whole partition).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowCall {
+    /// The function.
+    pub func: WindowFunc,
+    /// Its arguments.
+    pub args: Vec<Expr>,
+    /// PARTITION BY.
+    pub partition: Vec<Expr>,
+    /// ORDER BY (expression, descending).
+    pub order: Vec<(Expr, bool)>,
+    /// The frame is the whole partition (`ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED
+    /// FOLLOWING`).
+    pub whole_partition: bool,
+}
+
 /// Target types of CAST/CONVERT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CastType {
@@ -179,6 +218,8 @@ pub enum Expr {
     InSubquery(Box<Expr>, usize, bool),
     /// A row constructor `(a, b)`.
     Row(Vec<Expr>),
+    /// A window function (only before the window rewrite).
+    Window(Box<WindowCall>),
 }
 
 /// Results of the subqueries of the expression being evaluated, computed for the current
@@ -221,7 +262,8 @@ impl Expr {
     pub fn is_row_constant(&self) -> bool {
         let mut constant = true;
         self.walk(&mut |e| {
-            if matches!(e, Expr::Column(_) | Expr::Agg(_) | Expr::Subquery(..) | Expr::InSubquery(..)) {
+            if matches!(e, Expr::Column(_) | Expr::Agg(_) | Expr::Window(_) | Expr::Subquery(..) | Expr::InSubquery(..))
+            {
                 constant = false;
             }
             if let Expr::Func(name, _) = e {
@@ -269,6 +311,10 @@ impl Expr {
             }
             Expr::Func(_, args) | Expr::Row(args) => args.iter().for_each(|e| e.walk(f)),
             Expr::Agg(call) => call.args.iter().for_each(|e| e.walk(f)),
+            Expr::Window(call) => {
+                call.args.iter().chain(&call.partition).for_each(|e| e.walk(f));
+                call.order.iter().for_each(|(e, _)| e.walk(f));
+            }
             Expr::Column(_) | Expr::Outer(..) | Expr::Literal(_) | Expr::Param(_) | Expr::Subquery(..) => {}
         }
     }
@@ -318,6 +364,16 @@ impl Expr {
                     func,
                     args: args.into_iter().map(&mut *f).collect::<Result<_>>()?,
                     distinct,
+                }))
+            }
+            Expr::Window(call) => {
+                let WindowCall { func, args, partition, order, whole_partition } = *call;
+                Expr::Window(Box::new(WindowCall {
+                    func,
+                    args: args.into_iter().map(&mut *f).collect::<Result<_>>()?,
+                    partition: partition.into_iter().map(&mut *f).collect::<Result<_>>()?,
+                    order: order.into_iter().map(|(e, d)| Ok((f(e)?, d))).collect::<Result<_>>()?,
+                    whole_partition,
                 }))
             }
             other => other,
@@ -521,6 +577,9 @@ impl Expr {
                 functions::call(name, vals)?
             }
             Expr::Agg(_) => return Err(Error::user(Code::InvalidGroupFuncUse, "Invalid use of group function")),
+            Expr::Window(_) => {
+                return Err(Error::user(Code::WindowInvalidUse, "You cannot use the window function in this context."))
+            }
             Expr::Subquery(id, kind) => match ctx.subqueries.values.get(*id).and_then(|v| v.as_ref()) {
                 Some(SubqueryValue::Scalar(v)) => v.clone(),
                 Some(SubqueryValue::Exists(b)) => bool_value(*b),

@@ -178,6 +178,13 @@ pub enum Plan {
         /// `cte_max_recursion_depth`: rounds allowed.
         max_depth: u64,
     },
+    /// Window functions: each input row followed by one value per call.
+    Window {
+        /// Input.
+        input: Box<Plan>,
+        /// The calls, by output position after the input's columns.
+        calls: Vec<crate::expr::WindowCall>,
+    },
     /// The rows the previous round of a recursive CTE produced.
     WorkTable(usize),
     /// Keeps the first `width` columns (drops hidden sort keys).
@@ -293,6 +300,7 @@ impl Plan {
                 (format!("RecursiveCTE{}", if *all { " all" } else { "" }), vec![seed, step])
             }
             Plan::WorkTable(id) => (format!("WorkTable id:{id}"), vec![]),
+            Plan::Window { input, calls } => (format!("Window functions:{}", calls.len()), vec![input]),
             Plan::Truncate { input, .. } => return input.explain(depth, out),
         };
         out.push(format!("{pad}{line}"));

@@ -5,7 +5,7 @@
 
 use strata_common::Value;
 
-use crate::expr::{AggCall, AggFunc, BinOp, CastType, Expr, SubqueryKind, UnaryOp};
+use crate::expr::{AggCall, AggFunc, BinOp, CastType, Expr, SubqueryKind, UnaryOp, WindowFunc};
 use crate::plan::OutputColumn;
 use crate::types::ColumnType;
 
@@ -315,6 +315,20 @@ pub fn expr_type(e: &Expr, env: &dyn TypeEnv) -> SqlType {
         }
         Expr::Func(name, args) => function_type(name, args, env),
         Expr::Agg(call) => agg_type(call, env),
+        Expr::Window(call) => match call.func {
+            WindowFunc::RowNumber | WindowFunc::Rank | WindowFunc::DenseRank => SqlType::not_null(BIGINT),
+            WindowFunc::Agg(func, distinct) => agg_type(&AggCall { func, args: call.args.clone(), distinct }, env),
+            WindowFunc::Lag | WindowFunc::Lead => {
+                let a = call.args.first().map(t).unwrap_or_else(SqlType::null);
+                match call.args.get(2) {
+                    Some(d) => merge(&[a, t(d)]).or_null(true),
+                    None => a.or_null(true),
+                }
+            }
+            WindowFunc::FirstValue | WindowFunc::LastValue => {
+                call.args.first().map(t).unwrap_or_else(SqlType::null).or_null(true)
+            }
+        },
         Expr::Subquery(id, SubqueryKind::Scalar) => env.subquery(*id).or_null(true),
         Expr::Subquery(_, _) => SqlType::boolean(false),
         Expr::InSubquery(x, _, _) => SqlType::boolean(true).or_null(t(x).nullable),

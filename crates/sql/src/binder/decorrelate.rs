@@ -412,6 +412,7 @@ fn keyed_by_outer(plan: &Plan, depth: usize) -> bool {
         | Plan::Sort { input, .. }
         | Plan::Limit { input, .. }
         | Plan::Distinct { input }
+        | Plan::Window { input, .. }
         | Plan::Truncate { input, .. } => keyed_by_outer(input, depth),
         Plan::Dual | Plan::Values(_) | Plan::WorkTable(_) => false,
     }
