@@ -317,6 +317,23 @@ fn name_of_index(name: &Option<ast::Ident>, cols: &[usize], columns: &[ColumnInf
     name
 }
 
+/// DROP TABLE / VIEW of names that do not exist: 1051 naming them, unless IF EXISTS.
+pub(crate) fn check_missing(missing: &[String], if_exists: bool) -> Result<()> {
+    if !missing.is_empty() && !if_exists {
+        return Err(Error::user(Code::BadTable, format!("Unknown table '{}'", missing.join(","))));
+    }
+    Ok(())
+}
+
+/// The outcome of a DROP TABLE / VIEW: a 1051 note for each name that did not exist.
+pub(crate) fn dropped(missing: &[String]) -> QueryResult {
+    if missing.is_empty() {
+        QueryResult::ok(0)
+    } else {
+        QueryResult::ok_with_warning(0, Code::BadTable, format!("Unknown table '{}'", missing.join(",")))
+    }
+}
+
 impl Engine {
     fn db_or_current(&self, db: Option<String>, current: &Option<String>) -> Result<String> {
         db.or_else(|| current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))
@@ -558,18 +575,12 @@ impl Engine {
                 None => missing.push(format!("{db}.{t}")),
             }
         }
-        if !missing.is_empty() && !if_exists {
-            return Err(Error::user(Code::BadTable, format!("Unknown table '{}'", missing.join(","))));
-        }
+        check_missing(&missing, if_exists)?;
         for t in tables {
             self.catalog.remove_table(&t.db, &t.name, &[table_prefix(t.table_id())]).await?;
         }
         self.wake_cleanup();
-        if missing.is_empty() {
-            Ok(QueryResult::ok(0))
-        } else {
-            Ok(QueryResult::ok_with_warning(0, Code::BadTable, format!("Unknown table '{}'", missing.join(","))))
-        }
+        Ok(dropped(&missing))
     }
 
     /// TRUNCATE TABLE: the table gets a new id (so the old rows vanish at once) and the old

@@ -530,15 +530,10 @@ async fn recursive_cte(
     let mut out = Rows::new();
     let mut work = Vec::new();
     for r in execute(seed, ctx).await? {
-        if !all {
-            let k = distinct_key(&r);
-            held.add(k.len() + 48)?;
-            if !seen.insert(k) {
-                continue;
-            }
+        if admit(&r, all, &mut seen, &mut held)? {
+            work.push(r.clone());
+            out.push(r)?;
         }
-        work.push(r.clone());
-        out.push(r)?;
     }
     let mut rounds = 0u64;
     let saved = ctx.work_tables.remove(&id);
@@ -548,15 +543,10 @@ async fn recursive_cte(
             let produced = execute(step, ctx).await?;
             for r in produced {
                 checkpoint().await?;
-                if !all {
-                    let k = distinct_key(&r);
-                    held.add(k.len() + 48)?;
-                    if !seen.insert(k) {
-                        continue;
-                    }
+                if admit(&r, all, &mut seen, &mut held)? {
+                    work.push(r.clone());
+                    out.push(r)?;
                 }
-                work.push(r.clone());
-                out.push(r)?;
             }
             if !work.is_empty() {
                 rounds += 1;
@@ -579,6 +569,17 @@ async fn recursive_cte(
         ctx.work_tables.insert(id, s);
     }
     result.map(|_| out)
+}
+
+/// Whether a recursive CTE keeps row `r`: always under UNION ALL, under UNION DISTINCT only
+/// the first time (`seen` is charged to the statement).
+fn admit(r: &Row, all: bool, seen: &mut HashSet<Vec<u8>>, held: &mut Charge) -> Result<bool> {
+    if all {
+        return Ok(true);
+    }
+    let k = distinct_key(r);
+    held.add(k.len() + 48)?;
+    Ok(seen.insert(k))
 }
 
 /// INTERSECT / EXCEPT, DISTINCT or ALL: `right`'s rows are counted, then `left`'s kept or dropped in

@@ -211,17 +211,11 @@ impl Engine {
                 None => missing.push(format!("{db}.{v}")),
             }
         }
-        if !missing.is_empty() && !if_exists {
-            return Err(Error::user(Code::BadTable, format!("Unknown table '{}'", missing.join(","))));
-        }
+        crate::ddl::check_missing(&missing, if_exists)?;
         for v in found {
             self.catalog.remove_view(&v.db, &v.name).await?;
         }
-        if missing.is_empty() {
-            Ok(QueryResult::ok(0))
-        } else {
-            Ok(QueryResult::ok_with_warning(0, Code::BadTable, format!("Unknown table '{}'", missing.join(","))))
-        }
+        Ok(crate::ddl::dropped(&missing))
     }
 }
 
