@@ -140,6 +140,13 @@ pub struct Binder<'a> {
     pub lock_reads: bool,
     /// Recursive CTEs planned so far (numbers their work tables).
     work_tables: usize,
+    /// Parsed view queries by `db.name` (a view is parsed once per statement).
+    view_asts: std::collections::HashMap<String, Arc<ast::Query>>,
+    /// Columns of views and derived tables already bound for a FROM scope. Planning a FROM
+    /// binds each relation twice (its names for WHERE, then its plan); without these, a
+    /// chain of n nested views or derived tables would be bound 2^n times.
+    view_columns: std::collections::HashMap<String, Vec<OutputColumn>>,
+    derived_columns: std::collections::HashMap<String, Vec<OutputColumn>>,
     /// Databases of the views being expanded, innermost last (names in a view's query
     /// resolve in its own database).
     view_db: Vec<String>,
@@ -337,6 +344,9 @@ impl<'a> Binder<'a> {
             params: &[],
             view_db: Vec::new(),
             work_tables: 0,
+            view_asts: std::collections::HashMap::new(),
+            view_columns: std::collections::HashMap::new(),
+            derived_columns: std::collections::HashMap::new(),
             catalog,
             session,
             outer: Vec::new(),
@@ -404,7 +414,15 @@ impl<'a> Binder<'a> {
                 format!("`{}`.`{}` contains view recursion", view.db, view.name),
             ));
         }
-        let q = parse_view_query(&view.query)?;
+        let key = view_key(view);
+        let q = match self.view_asts.get(&key) {
+            Some(q) => q.clone(),
+            None => {
+                let q: Arc<ast::Query> = Arc::from(parse_view_query(&view.query)?);
+                self.view_asts.insert(key, q.clone());
+                q
+            }
+        };
         let outer = std::mem::take(&mut self.outer);
         let correlated = std::mem::take(&mut self.correlated);
         let ctes = std::mem::take(&mut self.ctes);
@@ -1328,9 +1346,17 @@ impl<'a> Binder<'a> {
                 }
                 if let Some(view) = self.view_info(&db, &tname) {
                     let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(view.name.clone());
-                    let saved = self.subqueries.len();
-                    let (_, cols) = self.view_query(&view)?;
-                    self.subqueries.truncate(saved);
+                    let key = view_key(&view);
+                    let cols = match self.view_columns.get(&key) {
+                        Some(cols) => cols.clone(),
+                        None => {
+                            let saved = self.subqueries.len();
+                            let (_, cols) = self.view_query(&view)?;
+                            self.subqueries.truncate(saved);
+                            self.view_columns.insert(key, cols.clone());
+                            cols
+                        }
+                    };
                     return Ok(Relation::derived(Plan::Dual, &cols, &alias).scope);
                 }
                 let table = self.table_info(&db, &tname)?;
@@ -1339,10 +1365,24 @@ impl<'a> Binder<'a> {
             }
             ast::TableFactor::Derived { subquery, alias, .. } => {
                 let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or_default();
-                let saved = self.subqueries.len();
-                let (_, scope) = self.query(subquery)?;
-                self.subqueries.truncate(saved);
-                let cols: Vec<OutputColumn> = scope.columns.iter().map(|c| c.meta.clone()).collect();
+                // Its text in its naming context (CTE names, the database of an enclosing view).
+                let key = format!(
+                    "{}|{}|{}",
+                    self.ctes.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(","),
+                    self.view_db.last().map(String::as_str).unwrap_or(""),
+                    subquery
+                );
+                let cols = match self.derived_columns.get(&key) {
+                    Some(cols) => cols.clone(),
+                    None => {
+                        let saved = self.subqueries.len();
+                        let (_, scope) = self.query(subquery)?;
+                        self.subqueries.truncate(saved);
+                        let cols: Vec<OutputColumn> = scope.columns.iter().map(|c| c.meta.clone()).collect();
+                        self.derived_columns.insert(key, cols.clone());
+                        cols
+                    }
+                };
                 Relation::derived(Plan::Dual, &cols, &alias).scope
             }
             ast::TableFactor::NestedJoin { table_with_joins, .. } => {
@@ -2027,6 +2067,11 @@ fn invalid_view(view: &ViewInfo) -> Error {
             view.db, view.name
         ),
     )
+}
+
+/// The key of a view in the binder's caches.
+fn view_key(view: &ViewInfo) -> String {
+    format!("{}.{}", view.db, view.name).to_ascii_lowercase()
 }
 
 /// Views expanded inside views, at most (deeper is reported as recursion).
