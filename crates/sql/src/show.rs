@@ -510,15 +510,7 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                     let (prec, scale) = match c.ty {
                         ColumnType::Decimal { precision, scale } => (int(precision as i64), int(scale as i64)),
                         ColumnType::Int { bytes, unsigned } => {
-                            let digits = match (bytes, unsigned) {
-                                (1, _) => 3,
-                                (2, _) => 5,
-                                (3, _) => 7,
-                                (4, _) => 10,
-                                (_, false) => 19,
-                                (_, true) => 20,
-                            };
-                            (int(digits), int(0))
+                            (int(crate::typing::int_digits(bytes, unsigned) as i64), int(0))
                         }
                         ColumnType::Float => (int(12), null.clone()),
                         ColumnType::Double => (int(22), null.clone()),

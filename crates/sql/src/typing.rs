@@ -144,12 +144,13 @@ fn kind(t: &ColumnType) -> Kind {
     }
 }
 
-/// Integer digits of an integer type (its precision as a DECIMAL).
-fn int_digits(bytes: u8, unsigned: bool) -> u8 {
+/// Integer digits of an integer type: its precision as a DECIMAL and its
+/// information_schema NUMERIC_PRECISION.
+pub fn int_digits(bytes: u8, unsigned: bool) -> u8 {
     match (bytes, unsigned) {
         (1, _) => 3,
         (2, _) => 5,
-        (3, _) => 8,
+        (3, _) => 7,
         (4, _) => 10,
         (_, false) => 19,
         (_, true) => 20,
