@@ -115,12 +115,17 @@ pub enum Read {
     Next,
     /// The next row of a full table scan.
     RndNext,
+    /// A query the column engine answered (`Strata_columnar_queries`).
+    Columnar,
+    /// A query the column engine was asked to run but left to the row engine
+    /// (`Strata_columnar_fallbacks`).
+    ColumnarFallback,
 }
 
 /// Rows read, by kind (`SHOW STATUS LIKE 'Handler_read%'`).
 #[derive(Debug, Default)]
 pub struct ReadCounters {
-    counts: [AtomicU64; 3],
+    counts: [AtomicU64; 5],
 }
 
 impl ReadCounters {
@@ -195,8 +200,9 @@ impl MemTracker {
     }
 
     /// Adds `bytes`; fails when that crosses the statement's quota or the server's limit.
-    /// The bytes count as held either way: the caller's `Charge` gives them back.
-    fn consume(&self, bytes: usize) -> Result<()> {
+    /// The bytes count as held either way: the caller's `Charge` (or whoever called) gives
+    /// them back with `release`.
+    pub fn consume(&self, bytes: usize) -> Result<()> {
         let used = self.used.fetch_add(bytes, Ordering::Relaxed) + bytes;
         self.peak.fetch_max(used, Ordering::Relaxed);
         let server = SERVER_USED.fetch_add(bytes, Ordering::Relaxed) + bytes;
@@ -226,10 +232,17 @@ impl MemTracker {
         Ok(())
     }
 
-    fn release(&self, bytes: usize) {
+    /// Gives back `bytes` taken with `consume`.
+    pub fn release(&self, bytes: usize) {
         self.used.fetch_sub(bytes, Ordering::Relaxed);
         SERVER_USED.fetch_sub(bytes, Ordering::Relaxed);
     }
+}
+
+/// The running statement's memory account, for work that charges it from other tasks
+/// (the column engine's operators).
+pub fn current_tracker() -> Option<Arc<MemTracker>> {
+    CURRENT.try_with(|c| c.env.memory.clone()).ok()
 }
 
 /// Bytes charged to the running statement's tracker, given back on drop. Outside a

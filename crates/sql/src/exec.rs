@@ -222,7 +222,8 @@ impl<'a> IntoIterator for &'a Rows {
 }
 
 /// Evaluates a LIMIT/OFFSET count (NULL for none; negative counts as 0).
-fn count_of(ctx: &ExecCtx, e: Option<&Expr>) -> Result<Option<usize>> {
+/// The row count a LIMIT/OFFSET expression gives (None: no limit).
+pub fn count_of(ctx: &ExecCtx, e: Option<&Expr>) -> Result<Option<usize>> {
     match e {
         None => Ok(None),
         Some(e) => match ctx.eval_const(e)? {
@@ -1183,10 +1184,56 @@ pub async fn scan_limited(
     limit: Option<usize>,
     charge: &mut Charge,
 ) -> Result<Vec<TableRow>> {
-    let mut s =
-        Scanner { table, filter, lock, limit: limit.unwrap_or(usize::MAX), out: Vec::new(), charge, full_scan: false };
+    let mut s = Scanner {
+        table,
+        filter,
+        lock,
+        limit: limit.unwrap_or(usize::MAX),
+        out: Vec::new(),
+        charge,
+        full_scan: false,
+        kept: 0,
+        sink: None,
+    };
+    scan_into(ctx, access, &mut s).await?;
+    Ok(s.out)
+}
+
+/// Rows handed over batch by batch by [`scan_batches`].
+pub type RowSink<'s> = dyn FnMut(Vec<Row>) -> Result<()> + Send + 's;
+
+/// Reads the rows of a table through an access path like [`scan`] (no locking), handing
+/// them to `sink` a batch at a time instead of collecting them: the memory a scan holds
+/// is one batch, whatever the table's size. The columnar engine reads through this.
+pub async fn scan_batches(
+    ctx: &mut ExecCtx<'_>,
+    table: &Arc<TableInfo>,
+    access: &Access,
+    filter: Option<&Expr>,
+    limit: Option<usize>,
+    sink: &mut RowSink<'_>,
+) -> Result<()> {
+    let mut charge = Charge::new();
+    let mut s = Scanner {
+        table,
+        filter,
+        lock: false,
+        limit: limit.unwrap_or(usize::MAX),
+        out: Vec::new(),
+        charge: &mut charge,
+        full_scan: false,
+        kept: 0,
+        sink: Some(sink),
+    };
+    scan_into(ctx, access, &mut s).await?;
+    s.drain()
+}
+
+async fn scan_into(ctx: &mut ExecCtx<'_>, access: &Access, s: &mut Scanner<'_, '_>) -> Result<()> {
+    let table = s.table;
+    let lock = s.lock;
     if s.limit == 0 {
-        return Ok(s.out);
+        return Ok(());
     }
     let access = if access_unusable(ctx, access, table)? { &Access::Full } else { access };
     match access {
@@ -1232,20 +1279,20 @@ pub async fn scan_limited(
         }
         Access::PkRange(r) => {
             let pk = table.pk.clone().unwrap_or_default();
-            let EqKey::Values(vals) = eq_values(ctx, &r.eq, &pk, table)? else { return Ok(s.out) };
+            let EqKey::Values(vals) = eq_values(ctx, &r.eq, &pk, table)? else { return Ok(()) };
             let next = pk.get(r.eq.len()).map(|c| &table.columns[*c].ty);
             let Some((start, end)) = range_bounds(ctx, pk_prefix(table, &vals), r, next)? else {
-                return Ok(s.out);
+                return Ok(());
             };
             s.range(ctx, start, &end).await?;
         }
         Access::Index(i, r) => {
             let index = &table.indexes[*i];
-            let EqKey::Values(vals) = eq_values(ctx, &r.eq, &index.columns, table)? else { return Ok(s.out) };
+            let EqKey::Values(vals) = eq_values(ctx, &r.eq, &index.columns, table)? else { return Ok(()) };
             let next = index.columns.get(r.eq.len()).map(|c| &table.columns[*c].ty);
             let base = index_value_prefix(table, index, &[]);
             let Some((mut start, end)) = range_bounds(ctx, index_value_prefix(table, index, &vals), r, next)? else {
-                return Ok(s.out);
+                return Ok(());
             };
             // Index entries in batches, each batch's rows fetched by handle.
             let mut batch = FIRST_BATCH;
@@ -1270,6 +1317,7 @@ pub async fn scan_limited(
                 }
                 drop(entries);
                 s.fetch(ctx, keys).await?;
+                s.drain()?;
                 if n < batch || s.full() {
                     break;
                 }
@@ -1277,7 +1325,7 @@ pub async fn scan_limited(
             }
         }
     }
-    Ok(s.out)
+    Ok(())
 }
 
 /// The state of one scan: where its rows go and when it has enough.
@@ -1290,11 +1338,26 @@ struct Scanner<'s, 'c> {
     charge: &'c mut Charge,
     /// Reading the whole table (counted as Handler_read_rnd_next, not _next).
     full_scan: bool,
+    /// Rows kept so far (including those already handed to `sink`).
+    kept: usize,
+    /// Where kept rows go after each batch (otherwise they collect in `out`).
+    sink: Option<&'s mut RowSink<'s>>,
 }
 
 impl Scanner<'_, '_> {
     fn full(&self) -> bool {
-        self.out.len() >= self.limit
+        self.kept >= self.limit
+    }
+
+    /// Hands the rows kept so far to the sink, if there is one, giving back their charge.
+    fn drain(&mut self) -> Result<()> {
+        let Some(sink) = self.sink.as_mut() else { return Ok(()) };
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<Row> = std::mem::take(&mut self.out).into_iter().map(|r| r.row).collect();
+        self.charge.sub(self.charge.bytes());
+        sink(rows)
     }
 
     fn matches(&self, ctx: &ExecCtx, row: &Row) -> Result<bool> {
@@ -1305,6 +1368,7 @@ impl Scanner<'_, '_> {
     fn keep(&mut self, key: Vec<u8>, row: Row, row_id: Option<i64>) -> Result<()> {
         self.charge.add(row_size(&row) + key.len() + std::mem::size_of::<TableRow>())?;
         self.out.push(TableRow { key, row, row_id });
+        self.kept += 1;
         Ok(())
     }
 
@@ -1349,6 +1413,7 @@ impl Scanner<'_, '_> {
                     }
                 }
             }
+            self.drain()?;
             if n < batch || self.full() {
                 return Ok(());
             }
@@ -1386,7 +1451,7 @@ impl Scanner<'_, '_> {
     async fn lock_rows(&mut self, ctx: &mut ExecCtx<'_>, keys: Vec<Vec<u8>>) -> Result<()> {
         let mut rest = &keys[..];
         while !rest.is_empty() && !self.full() {
-            let room = self.limit - self.out.len();
+            let room = self.limit - self.kept;
             let (now, later) = rest.split_at(room.min(rest.len()));
             rest = later;
             let latest = ctx.txn.lock_and_get(now).await?;

@@ -5,6 +5,7 @@ pub mod alter;
 pub mod binder;
 pub mod builtins;
 pub mod catalog;
+pub mod column;
 pub mod context;
 pub mod ddl;
 pub mod depth;

@@ -60,6 +60,8 @@ pub struct Engine {
     cleanup: Arc<tokio::sync::Notify>,
     /// How long old versions are kept for readers, in milliseconds.
     gc_life_ms: std::sync::atomic::AtomicU64,
+    /// The vectorized engine read-only queries may run on (see `column`).
+    column_engine: std::sync::OnceLock<Arc<dyn crate::column::ColumnEngine>>,
 }
 
 /// How often GC of old versions runs.
@@ -91,7 +93,13 @@ impl Engine {
             table_locks: Default::default(),
             cleanup: Default::default(),
             gc_life_ms: std::sync::atomic::AtomicU64::new(DEFAULT_GC_LIFE.as_millis() as u64),
+            column_engine: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// Wires in the column engine (once; later calls are ignored).
+    pub fn set_column_engine(&self, engine: Arc<dyn crate::column::ColumnEngine>) {
+        let _ = self.column_engine.set(engine);
     }
 
     /// Rolls back DDL a crash interrupted and starts the background work, until the engine
@@ -2238,6 +2246,10 @@ impl Session {
                 };
                 self.vars.insert(var, Value::str(mode));
             }
+            "tidb_isolation_read_engines" => {
+                let text = crate::column::ReadEngines::normalize(&text)?;
+                self.vars.insert(var, Value::str(text));
+            }
             "innodb_lock_wait_timeout" => {
                 let n = v.as_i64().filter(|n| *n >= 1).ok_or_else(|| {
                     Error::user(Code::WrongTypeForVar, "Incorrect argument type to variable 'innodb_lock_wait_timeout'")
@@ -2314,8 +2326,22 @@ pub async fn exec_statement(
             binder.params = params;
             let query = binder.plan_query(q)?;
             let mut ctx = ExecCtx::new(txn, params, query.subqueries.clone());
-            let rows = execute(&query.plan, &mut ctx).await?.into_vec();
             let columns = query.columns.iter().map(Column::from_output).collect();
+            if let Some(column) = engine.column_engine.get() {
+                let engines = info
+                    .vars
+                    .get("tidb_isolation_read_engines")
+                    .and_then(|v| crate::column::ReadEngines::parse(&value_text(v)).ok());
+                if engines.is_some_and(|e| e.try_column(&query)) {
+                    let mut source = crate::column::ScanSource::new(&mut ctx);
+                    if let Some(rows) = column.run(&query, &mut source).await? {
+                        context::count_reads(context::Read::Columnar, 1);
+                        return Ok(QueryResult::Rows { columns, rows });
+                    }
+                    context::count_reads(context::Read::ColumnarFallback, 1);
+                }
+            }
+            let rows = execute(&query.plan, &mut ctx).await?.into_vec();
             Ok(QueryResult::Rows { columns, rows })
         }
         ast::Statement::Insert(ins) => dml.insert(txn, ins).await,

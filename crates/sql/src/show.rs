@@ -104,6 +104,9 @@ pub fn show_status(
         ("Handler_read_next", Value::UInt(reads.get(Read::Next))),
         ("Handler_read_rnd_next", Value::UInt(reads.get(Read::RndNext))),
         ("Threads_connected", Value::UInt(threads_connected as u64)),
+        // Queries the column engine answered, and those it left to the row engine.
+        ("Strata_columnar_queries", Value::UInt(reads.get(Read::Columnar))),
+        ("Strata_columnar_fallbacks", Value::UInt(reads.get(Read::ColumnarFallback))),
         ("Ssl_version", Value::str(ssl_version)),
         ("Ssl_cipher", Value::str(ssl_cipher)),
         // Dropped tables and indexes whose data waits for the GC safe point to be destroyed.

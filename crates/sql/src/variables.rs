@@ -59,6 +59,7 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("sql_mode", s("ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION")),
         ("sql_select_limit", Value::UInt(u64::MAX)),
         ("system_time_zone", s("UTC")),
+        ("tidb_isolation_read_engines", s(crate::column::ReadEngines::DEFAULT)),
         ("tidb_mem_quota_query", i(crate::context::DEFAULT_MEM_QUOTA as i64)),
         ("tidb_txn_mode", s("pessimistic")),
         ("time_zone", s("SYSTEM")),

@@ -43,6 +43,29 @@ async fn tpch_prepare_and_check_at_sf_001_against_strata() {
     assert_eq!(queries.len(), 22);
     assert!(queries.iter().all(|q| q["check"] == "pass" && q["times_s"].as_array().map(|t| t.len()) == Some(1)));
 
+    // The same check with the column engine forced: every query it can translate runs on
+    // DataFusion and must give the reference answer; the others fall back to the row engine.
+    {
+        let pool = server.pool(Some("tpch"));
+        common::exec(&pool, &["SET GLOBAL tidb_isolation_read_engines = 'tiflash'"]).await;
+        let out = bench(port, &["check", "--timeout", "300s"]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("check: 22 of 22 queries match"), "{}", text(&out));
+        let mut conn = pool.get_conn().await.expect("connect");
+        let ran: Option<(String, u64)> = mysql_async::prelude::Queryable::query_first(
+            &mut conn,
+            "SHOW GLOBAL STATUS LIKE 'Strata_columnar_queries'",
+        )
+        .await
+        .expect("status");
+        let ran = ran.map(|r| r.1).unwrap_or(0);
+        eprintln!("column engine answered {ran} of the 22 TPC-H queries");
+        assert!(ran >= 12, "the column engine answered only {ran} of the 22 queries");
+        common::exec(&pool, &["SET GLOBAL tidb_isolation_read_engines = 'tikv,tiflash,tidb'"]).await;
+        drop(conn);
+        pool.disconnect().await.expect("disconnect");
+    }
+
     // The results chart: the run as labelled bars, and the ratio table on stdout.
     let svg = dir.path().join("report.svg");
     let out = Command::new(env!("CARGO_BIN_EXE_strata"))

@@ -89,6 +89,21 @@ impl sqllogictest::AsyncDB for Wire {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqllogictest_files_pass_over_the_wire() {
+    run_files(None).await;
+}
+
+/// Every file again with the column engine forced (`tidb_isolation_read_engines =
+/// 'tiflash'`): each query it can translate runs on DataFusion and must give the row
+/// engine's rows and column types; the rest fall back to the row engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqllogictest_files_pass_on_the_column_engine() {
+    if std::env::var("SLT_EXTERNAL_URL").is_ok() {
+        return;
+    }
+    run_files(Some("tiflash")).await;
+}
+
+async fn run_files(engines: Option<&'static str>) {
     // SLT_EXTERNAL_URL=mysql://root@127.0.0.1:3307 runs the same files against another
     // server (MariaDB, to confirm that expected results are MySQL behaviour); files marked
     // `Strata-specific` in their first line are skipped then.
@@ -134,16 +149,21 @@ async fn sqllogictest_files_pass_over_the_wire() {
             let url = url.clone();
             async move {
                 let opts = mysql_async::Opts::from_url(&url).map_err(|e| WireError(e.to_string()))?;
-                let conn = mysql_async::Conn::new(mysql_async::OptsBuilder::from_opts(opts).prefer_socket(false))
+                let mut conn = mysql_async::Conn::new(mysql_async::OptsBuilder::from_opts(opts).prefer_socket(false))
                     .await
                     .map_err(|e| WireError(e.to_string()))?;
+                if let Some(engines) = engines {
+                    conn.query_drop(format!("SET SESSION tidb_isolation_read_engines = '{engines}'"))
+                        .await
+                        .map_err(|e| WireError(e.to_string()))?;
+                }
                 Ok(Wire { conn, external })
             }
         });
         // Result column types (I / R / T) are checked against the metadata.
         runner.with_column_validator(sqllogictest::strict_column_validator);
         // SLT_OVERRIDE=1 rewrites the files with what the server returned (review the diff).
-        if std::env::var("SLT_OVERRIDE").is_ok() {
+        if std::env::var("SLT_OVERRIDE").is_ok() && engines.is_none() {
             runner
                 .update_test_file(
                     &file,
@@ -161,6 +181,18 @@ async fn sqllogictest_files_pass_over_the_wire() {
         }
     }
     assert!(failures.is_empty(), "sqllogictest failures:\n{}", failures.join("\n\n"));
+    if engines.is_some() {
+        // The forced run must really have used the column engine.
+        let mut conn = admin.get_conn().await.expect("conn");
+        let status: Vec<(String, String)> =
+            conn.query("SHOW GLOBAL STATUS LIKE 'Strata_columnar%'").await.expect("status");
+        let count = |name: &str| {
+            status.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.parse::<u64>().ok()).expect("counter")
+        };
+        let (ran, fell_back) = (count("Strata_columnar_queries"), count("Strata_columnar_fallbacks"));
+        eprintln!("column engine: {ran} queries answered, {fell_back} left to the row engine");
+        assert!(ran > 100, "the column engine answered only {ran} queries ({fell_back} fell back)");
+    }
 }
 
 /// Result column types come from the plan: the same for an empty result as for rows, for

@@ -1,0 +1,155 @@
+//! A table scan of the plan as a DataFusion table: planned from the table's schema, then
+//! loaded (only the columns the optimized plan reads) through the statement's transaction
+//! before DataFusion executes.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::catalog::Session;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::logical_expr::Expr as DfExpr;
+use datafusion::physical_plan::ExecutionPlan;
+use parking_lot::Mutex;
+use strata_common::{Error, Result};
+use strata_sql::column::ScanSource;
+use strata_sql::plan::Plan;
+use strata_sql::types::ColumnType;
+
+use crate::convert::{arrow_type, BatchBuilder};
+use crate::Skip;
+
+/// Rows per Arrow batch built from the row store.
+const BATCH_ROWS: usize = 8192;
+
+/// Batches are dealt round-robin into this many partitions, so DataFusion's operators
+/// above the scan run on both cores.
+const PARTITIONS: usize = 2;
+
+/// One `Plan::Scan` of the query, as a DataFusion table.
+#[derive(Debug)]
+pub struct ScanTable {
+    /// The row engine's scan (access path, filter, limit) that reads the rows.
+    pub scan: Plan,
+    /// Column types of the table.
+    types: Vec<ColumnType>,
+    /// Field names (`c0`, `c1`, ...).
+    names: Vec<String>,
+    schema: SchemaRef,
+    loaded: Mutex<Option<Loaded>>,
+}
+
+#[derive(Debug)]
+struct Loaded {
+    /// Table column positions the batches hold, in order.
+    columns: Vec<usize>,
+    schema: SchemaRef,
+    partitions: Vec<Vec<RecordBatch>>,
+}
+
+impl ScanTable {
+    /// A table for `scan` (a `Plan::Scan`) with these column types.
+    pub fn new(scan: Plan, types: Vec<ColumnType>) -> ScanTable {
+        let names: Vec<String> = (0..types.len()).map(|i| format!("c{i}")).collect();
+        // Columns without an Arrow type are Null-typed: the plan may not read them (a
+        // translation that does gives up).
+        let fields: Vec<Field> = types
+            .iter()
+            .zip(&names)
+            .map(|(t, n)| Field::new(n.clone(), arrow_type(t).unwrap_or(DataType::Null), true))
+            .collect();
+        ScanTable { scan, types, names, schema: Arc::new(Schema::new(fields)), loaded: Mutex::new(None) }
+    }
+
+    /// Reads the rows of the scan through `source`, keeping `columns` (positions in the
+    /// table; None for all) as Arrow batches. `Ok(Err(skip))`: a value Arrow cannot hold.
+    pub async fn load(
+        &self,
+        source: &mut ScanSource<'_, '_>,
+        columns: Option<&[usize]>,
+    ) -> Result<std::result::Result<(), Skip>> {
+        let columns: Vec<usize> = match columns {
+            Some(c) => c.to_vec(),
+            None => (0..self.types.len()).collect(),
+        };
+        let mut builder = match BatchBuilder::new(columns.clone(), &self.types, &self.names) {
+            Ok(b) => b,
+            Err(skip) => return Ok(Err(skip)),
+        };
+        let mut partitions: Vec<Vec<RecordBatch>> = vec![Vec::new(); PARTITIONS];
+        let mut next = 0;
+        let mut skipped: Option<Skip> = None;
+        let mut sink = |rows: Vec<Vec<strata_common::Value>>| -> Result<()> {
+            for row in &rows {
+                if let Err(s) = builder.push(row) {
+                    skipped = Some(s);
+                    return Err(Error::internal("value without an Arrow form"));
+                }
+                if builder.len() >= BATCH_ROWS {
+                    let batch = builder.finish().map_err(|s| {
+                        let e = Error::internal(s.0.clone());
+                        skipped = Some(s);
+                        e
+                    })?;
+                    partitions[next % PARTITIONS].push(batch);
+                    next += 1;
+                }
+            }
+            Ok(())
+        };
+        let read = source.scan(&self.scan, &mut sink).await;
+        if let Some(s) = skipped {
+            return Ok(Err(s));
+        }
+        read?;
+        if builder.len() > 0 {
+            match builder.finish() {
+                Ok(batch) => partitions[next % PARTITIONS].push(batch),
+                Err(s) => return Ok(Err(s)),
+            }
+        }
+        *self.loaded.lock() = Some(Loaded { columns, schema: builder.schema(), partitions });
+        Ok(Ok(()))
+    }
+}
+
+#[async_trait]
+impl TableProvider for ScanTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[DfExpr],
+        _limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let guard = self.loaded.lock();
+        let loaded = guard.as_ref().ok_or_else(|| DataFusionError::Internal("scan planned before loading".into()))?;
+        let wanted: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.types.len()).collect(),
+        };
+        let positions = wanted
+            .iter()
+            .map(|c| {
+                loaded
+                    .columns
+                    .iter()
+                    .position(|x| x == c)
+                    .ok_or_else(|| DataFusionError::Internal(format!("column {c} was not loaded")))
+            })
+            .collect::<DfResult<Vec<usize>>>()?;
+        let exec = MemorySourceConfig::try_new_exec(&loaded.partitions, loaded.schema.clone(), Some(positions))?;
+        Ok(exec)
+    }
+}

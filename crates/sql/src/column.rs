@@ -1,0 +1,120 @@
+//! The seam between the SQL layer and a vectorized (columnar) execution engine.
+//!
+//! The row executor (`exec`) runs every plan. A [`ColumnEngine`] — the binary wires in
+//! DataFusion (`strata-olap`) — may run a read-only query instead: it translates the typed
+//! plan into its own, reads each table through a [`ScanSource`] (the statement's transaction,
+//! so its snapshot and its own uncommitted writes), and returns the rows. When it cannot run a
+//! plan with MySQL's semantics it says so (`Ok(None)`) and the row executor runs it; a query
+//! gives the same rows and column types whichever engine answers.
+//!
+//! Which engine may answer is the session's `tidb_isolation_read_engines` (TiDB's names:
+//! `tikv` the row store, `tiflash` the column engine, `tidb` memory tables). With only
+//! `tiflash`, every query the column engine can run goes to it; with only `tikv`, none.
+//! With both (the default), the column engine answers only reads of tables that have a
+//! columnar replica — none do yet, so the default runs every query on the row engine.
+
+use async_trait::async_trait;
+use strata_common::{Code, Error, Result, Value};
+
+use crate::exec::{scan_batches, ExecCtx, RowSink};
+use crate::expr::Row;
+use crate::plan::{Plan, Query};
+
+/// The engines a session may read from (`tidb_isolation_read_engines`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadEngines {
+    /// `tikv`: the row store and the row executor.
+    pub row: bool,
+    /// `tiflash`: the column engine.
+    pub column: bool,
+}
+
+impl ReadEngines {
+    /// TiDB's default: every engine.
+    pub const DEFAULT: &'static str = "tikv,tiflash,tidb";
+
+    /// Parses the variable's value: a comma-separated list of `tikv`, `tiflash`, `tidb`
+    /// (case-insensitive). Anything else is 1231, as in TiDB.
+    pub fn parse(text: &str) -> Result<ReadEngines> {
+        let mut out = ReadEngines { row: false, column: false };
+        let mut any = false;
+        for part in text.split(',') {
+            match part.trim().to_ascii_lowercase().as_str() {
+                "tikv" => out.row = true,
+                "tiflash" => out.column = true,
+                "tidb" => {}
+                _ => {
+                    return Err(Error::user(
+                        Code::WrongValueForVar,
+                        format!("Variable 'tidb_isolation_read_engines' can't be set to the value of '{text}'"),
+                    ))
+                }
+            }
+            any = true;
+        }
+        if !any {
+            return Err(Error::user(
+                Code::WrongValueForVar,
+                format!("Variable 'tidb_isolation_read_engines' can't be set to the value of '{text}'"),
+            ));
+        }
+        Ok(out)
+    }
+
+    /// The canonical text of the value (lower case, no spaces).
+    pub fn normalize(text: &str) -> Result<String> {
+        Self::parse(text)?;
+        Ok(text.split(',').map(|p| p.trim().to_ascii_lowercase()).collect::<Vec<_>>().join(","))
+    }
+
+    /// Whether the column engine should try `query`: always when it is the only engine
+    /// allowed, never when it is not allowed, otherwise (both allowed) when a table read has
+    /// a columnar replica.
+    pub fn try_column(&self, query: &Query) -> bool {
+        if !self.column {
+            return false;
+        }
+        if !self.row {
+            return true;
+        }
+        // Both engines: the cost-based choice needs columnar replicas and statistics;
+        // until they exist the row engine answers.
+        let _ = query;
+        false
+    }
+}
+
+/// How the column engine reads a table: through the statement's transaction.
+pub struct ScanSource<'c, 'a> {
+    ctx: &'c mut ExecCtx<'a>,
+}
+
+impl<'c, 'a> ScanSource<'c, 'a> {
+    /// A source reading through `ctx`.
+    pub fn new(ctx: &'c mut ExecCtx<'a>) -> Self {
+        ScanSource { ctx }
+    }
+
+    /// The statement's parameters.
+    pub fn params(&self) -> &[Value] {
+        self.ctx.params
+    }
+
+    /// Reads the rows of a `Plan::Scan` (its access path, filter and limit; never locking),
+    /// handing them to `sink` batch by batch.
+    pub async fn scan(&mut self, scan: &Plan, sink: &mut RowSink<'_>) -> Result<()> {
+        let Plan::Scan { table, access, filter, lock: false, limit } = scan else {
+            return Err(Error::internal("the column engine scans only unlocked table scans"));
+        };
+        let limit = crate::exec::count_of(self.ctx, limit.as_ref())?;
+        scan_batches(self.ctx, table, access, filter.as_ref(), limit, sink).await
+    }
+}
+
+/// A vectorized engine that can run some read-only queries.
+#[async_trait]
+pub trait ColumnEngine: Send + Sync {
+    /// Runs `query`, reading tables through `source`. `Ok(None)`: this engine cannot run
+    /// the query with MySQL's semantics; the row engine must.
+    async fn run(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>>;
+}
