@@ -337,3 +337,84 @@ fn shape(v: Value, ty: &ColumnType) -> Value {
         (_, v) => v,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> Value {
+        Value::Decimal(s.parse().expect("decimal"))
+    }
+
+    #[test]
+    fn rows_survive_the_trip_through_arrow() {
+        let types = vec![
+            ColumnType::Int { bytes: 4, unsigned: false },
+            ColumnType::Int { bytes: 8, unsigned: true },
+            ColumnType::Decimal { precision: 10, scale: 2 },
+            ColumnType::Double,
+            ColumnType::Varchar(10),
+            ColumnType::Blob(10),
+            ColumnType::Date,
+            ColumnType::DateTime(0),
+        ];
+        let names: Vec<String> = (0..types.len()).map(|i| format!("c{i}")).collect();
+        let rows = vec![
+            vec![
+                Value::Int(-7),
+                Value::UInt(u64::MAX),
+                d("12.50"),
+                Value::Double(0.25),
+                Value::str("héllo"),
+                Value::Bytes(vec![0, 255]),
+                Value::Date(DateTime::from_ymd(1969, 12, 31)),
+                Value::DateTime(DateTime { year: 2024, month: 2, day: 29, hour: 23, minute: 59, second: 58, micro: 7 }),
+            ],
+            vec![Value::Null; 8],
+        ];
+        let mut b = BatchBuilder::new((0..types.len()).collect(), &types, &names).expect("builder");
+        for r in &rows {
+            b.push(r).expect("push");
+        }
+        let batch = b.finish().expect("batch");
+        assert_eq!(batch.num_rows(), 2);
+        let mut out = Vec::new();
+        append_rows(&batch, &types.iter().cloned().map(Some).collect::<Vec<_>>(), &mut out).expect("rows");
+        assert_eq!(out, rows);
+    }
+
+    #[test]
+    fn a_projection_keeps_the_row_count_and_values_arrow_cannot_hold_are_skips() {
+        let types = vec![ColumnType::Date, ColumnType::Varchar(4), ColumnType::Time(0)];
+        let names: Vec<String> = (0..3).map(|i| format!("c{i}")).collect();
+        let mut b = BatchBuilder::new(vec![], &types, &names).expect("no columns");
+        b.push(&[Value::Null, Value::Null, Value::Null]).expect("push");
+        assert_eq!(b.finish().expect("batch").num_rows(), 1, "COUNT(*) needs the row count");
+        let mut b = BatchBuilder::new(vec![0, 1], &types, &names).expect("builder");
+        assert!(b.push(&[Value::Date(DateTime::from_ymd(0, 0, 0)), Value::Null, Value::Null]).is_err(), "zero date");
+        assert!(b.push(&[Value::Null, Value::Bytes(vec![0xff]), Value::Null]).is_err(), "not UTF-8");
+        assert!(BatchBuilder::new(vec![2], &types, &names).is_err(), "TIME has no mapping yet");
+    }
+
+    #[test]
+    fn result_values_take_the_row_engines_kinds() {
+        let dec = ColumnType::Decimal { precision: 20, scale: 2 };
+        assert_eq!(shape(Value::Int(3), &dec), d("3.00"));
+        assert_eq!(shape(Value::Int(1), &ColumnType::Double), Value::Double(1.0));
+        assert_eq!(shape(Value::Int(5), &ColumnType::Int { bytes: 8, unsigned: true }), Value::UInt(5));
+        // Literals as Arrow scalars: a decimal keeps its scale, rounded half away from zero.
+        assert_eq!(
+            scalar(&d("1.005"), Some(&ColumnType::Decimal { precision: 5, scale: 2 })).expect("scalar"),
+            ScalarValue::Decimal128(Some(101), 5, 2)
+        );
+        assert_eq!(
+            scalar(&d("-1.005"), Some(&ColumnType::Decimal { precision: 5, scale: 2 })).expect("scalar"),
+            ScalarValue::Decimal128(Some(-101), 5, 2)
+        );
+        assert_eq!(
+            scalar(&Value::Date(DateTime::from_ymd(1970, 1, 2)), None).expect("date"),
+            ScalarValue::Date32(Some(1))
+        );
+        assert!(scalar(&Value::Time(5), None).is_err());
+    }
+}

@@ -48,6 +48,8 @@ struct Loaded {
     columns: Vec<usize>,
     schema: SchemaRef,
     partitions: Vec<Vec<RecordBatch>>,
+    /// Their memory, charged to the statement.
+    _charge: strata_sql::context::Charge,
 }
 
 impl ScanTable {
@@ -82,6 +84,8 @@ impl ScanTable {
         let mut partitions: Vec<Vec<RecordBatch>> = vec![Vec::new(); PARTITIONS];
         let mut next = 0;
         let mut skipped: Option<Skip> = None;
+        // The batches count against the statement's memory quota while the query runs.
+        let mut charge = strata_sql::context::Charge::new();
         let mut sink = |rows: Vec<Vec<strata_common::Value>>| -> Result<()> {
             for row in &rows {
                 if let Err(s) = builder.push(row) {
@@ -94,6 +98,7 @@ impl ScanTable {
                         skipped = Some(s);
                         e
                     })?;
+                    charge.add(batch.get_array_memory_size())?;
                     partitions[next % PARTITIONS].push(batch);
                     next += 1;
                 }
@@ -107,11 +112,14 @@ impl ScanTable {
         read?;
         if builder.len() > 0 {
             match builder.finish() {
-                Ok(batch) => partitions[next % PARTITIONS].push(batch),
+                Ok(batch) => {
+                    charge.add(batch.get_array_memory_size())?;
+                    partitions[next % PARTITIONS].push(batch)
+                }
                 Err(s) => return Ok(Err(s)),
             }
         }
-        *self.loaded.lock() = Some(Loaded { columns, schema: builder.schema(), partitions });
+        *self.loaded.lock() = Some(Loaded { columns, schema: builder.schema(), partitions, _charge: charge });
         Ok(Ok(()))
     }
 }

@@ -389,14 +389,19 @@ impl<'q> Translator<'q> {
                 Ok(Node { plan: b.build().map_err(df)?, types })
             }
             Plan::SetOp { left, right, intersect, all } => {
+                if *all {
+                    // DataFusion's INTERSECT/EXCEPT ALL keep every matching left row, not
+                    // the multiset minimum / difference.
+                    return Err(Skip::new("INTERSECT/EXCEPT ALL"));
+                }
                 let nodes = vec![self.plan(left)?, self.plan(right)?];
                 let (mut plans, types) = self.conform(nodes)?;
                 let r = plans.pop().ok_or_else(|| Skip::new("set operation without inputs"))?;
                 let l = plans.pop().ok_or_else(|| Skip::new("set operation without inputs"))?;
                 let plan = if *intersect {
-                    LogicalPlanBuilder::intersect(l, r, *all)
+                    LogicalPlanBuilder::intersect(l, r, false)
                 } else {
-                    LogicalPlanBuilder::except(l, r, *all)
+                    LogicalPlanBuilder::except(l, r, false)
                 }
                 .map_err(df)?;
                 Ok(Node { plan, types })

@@ -668,13 +668,19 @@ impl<'a> Binder<'a> {
                     ));
                 }
                 let all = matches!(set_quantifier, ast::SetQuantifier::All);
+                let lt: Vec<SqlType> = ls.columns.iter().map(|c| SqlType::of_output(&c.meta)).collect();
+                let rt: Vec<SqlType> = rs.columns.iter().map(|c| SqlType::of_output(&c.meta)).collect();
                 let mut scope = ls;
+                let mut merged = Vec::new();
                 for (c, r) in scope.columns.iter_mut().zip(&rs.columns) {
                     c.table.clear();
                     let ty = crate::typing::merge(&[SqlType::of_output(&c.meta), SqlType::of_output(&r.meta)]);
                     c.meta = OutputColumn { name: c.meta.name.clone(), ..Default::default() };
                     ty.apply(&mut c.meta);
+                    merged.push(ty);
                 }
+                let lp = coerce_set_input(lp, &lt, &merged);
+                let rp = coerce_set_input(rp, &rt, &merged);
                 let plan = match kind {
                     None => Plan::Union { inputs: vec![lp, rp], all },
                     Some(intersect) => Plan::SetOp { left: Box::new(lp), right: Box::new(rp), intersect, all },
@@ -1746,14 +1752,25 @@ impl<'a> Binder<'a> {
                     m
                 }
             }
-            A::Case { operand, conditions, else_result, .. } => Expr::Case(
-                operand.as_ref().map(|o| self.expr(o, scope).map(Box::new)).transpose()?,
-                conditions
+            A::Case { operand, conditions, else_result, .. } => {
+                let operand = operand.as_ref().map(|o| self.expr(o, scope).map(Box::new)).transpose()?;
+                let mut arms: Vec<(Expr, Expr)> = conditions
                     .iter()
                     .map(|c| Ok((self.expr(&c.condition, scope)?, self.expr(&c.result, scope)?)))
-                    .collect::<Result<_>>()?,
-                else_result.as_ref().map(|e| self.expr(e, scope).map(Box::new)).transpose()?,
-            ),
+                    .collect::<Result<_>>()?;
+                let mut els = else_result.as_ref().map(|e| self.expr(e, scope)).transpose()?;
+                let mut results: Vec<Expr> = arms.iter().map(|(_, t)| t.clone()).chain(els.clone()).collect();
+                let ty = self.type_of(&Expr::Case(None, arms.clone(), els.clone().map(Box::new)), scope);
+                self.coerce_numeric(&mut results, &ty, scope);
+                let mut results = results.into_iter();
+                for arm in arms.iter_mut() {
+                    arm.1 = results.next().unwrap_or(Expr::Literal(Value::Null));
+                }
+                if els.is_some() {
+                    els = results.next();
+                }
+                Expr::Case(operand, arms, els.map(Box::new))
+            }
             A::Cast { expr, data_type, .. } => Expr::Cast(Box::new(self.expr(expr, scope)?), cast_type(data_type)?),
             A::Convert { expr, data_type: Some(dt), .. } => {
                 Expr::Cast(Box::new(self.expr(expr, scope)?), cast_type(dt)?)
@@ -1914,7 +1931,38 @@ impl<'a> Binder<'a> {
                         format!("Incorrect parameter count in the call to native function '{name}'"),
                     ));
                 }
+                let mut bound = bound;
+                // Branches of a numeric result are converted to it (MySQL: IF(c, 0, 1.5)
+                // is DECIMAL, so its 0 reads 0.0).
+                let ty = self.type_of(&Expr::Func(name.clone(), bound.clone()), scope);
+                match name.as_str() {
+                    "if" if bound.len() == 3 => self.coerce_numeric(&mut bound[1..], &ty, scope),
+                    "ifnull" | "coalesce" => self.coerce_numeric(&mut bound, &ty, scope),
+                    _ => {}
+                }
                 Ok(Expr::Func(name, bound))
+            }
+        }
+    }
+
+    /// Makes MySQL's implicit conversion of result branches explicit: when the result type
+    /// is DECIMAL or DOUBLE, integer and other-scale decimal branches are cast to it.
+    fn coerce_numeric(&self, branches: &mut [Expr], ty: &crate::typing::SqlType, scope: &Scope) {
+        let target = match &ty.ty {
+            Some(ColumnType::Decimal { precision, scale }) => CastType::Decimal(*precision, *scale),
+            Some(ColumnType::Double) => CastType::Double,
+            _ => return,
+        };
+        for b in branches.iter_mut() {
+            let bt = self.type_of(b, scope);
+            let convert = match (&bt.ty, target) {
+                (Some(ColumnType::Int { .. }), _) => true,
+                (Some(ColumnType::Decimal { scale, .. }), CastType::Decimal(_, s)) => *scale != s,
+                (Some(ColumnType::Decimal { .. }), CastType::Double) => true,
+                _ => false,
+            };
+            if convert {
+                *b = Expr::Cast(Box::new(std::mem::replace(b, Expr::Literal(Value::Null))), target);
             }
         }
     }
@@ -2597,6 +2645,37 @@ fn key_range(cols: &[usize], b: &[ColumnBounds]) -> (KeyRange, usize) {
 }
 
 /// Chooses the access path for a table.
+/// One input of a set operation with its numeric columns converted to the result's type
+/// (MySQL: `SELECT 1 UNION SELECT 2.50` gives 1.00), as casts in a projection.
+fn coerce_set_input(plan: Plan, types: &[SqlType], merged: &[SqlType]) -> Plan {
+    let target = |t: &SqlType, m: &SqlType| -> Option<CastType> {
+        let cast = match &m.ty {
+            Some(ColumnType::Decimal { precision, scale }) => CastType::Decimal(*precision, *scale),
+            Some(ColumnType::Double) => CastType::Double,
+            _ => return None,
+        };
+        match (&t.ty, cast) {
+            (Some(ColumnType::Int { .. }), _) => Some(cast),
+            (Some(ColumnType::Decimal { scale, .. }), CastType::Decimal(_, s)) if *scale != s => Some(cast),
+            (Some(ColumnType::Decimal { .. }), CastType::Double) => Some(cast),
+            _ => None,
+        }
+    };
+    let casts: Vec<Option<CastType>> = types.iter().zip(merged).map(|(t, m)| target(t, m)).collect();
+    if casts.iter().all(Option::is_none) {
+        return plan;
+    }
+    let exprs = casts
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match c {
+            Some(c) => Expr::Cast(Box::new(Expr::Column(i)), *c),
+            None => Expr::Column(i),
+        })
+        .collect();
+    Plan::Project { input: Box::new(plan), exprs }
+}
+
 fn choose_access(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -> Access {
     let (b, row_in) = gather_bounds(table, local, eq_keys);
     if let Some(pk) = &table.pk {

@@ -118,3 +118,21 @@ pub trait ColumnEngine: Send + Sync {
     /// the query with MySQL's semantics; the row engine must.
     async fn run(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_engines_take_tidbs_names_and_refuse_others() {
+        let e = ReadEngines::parse(ReadEngines::DEFAULT).expect("default");
+        assert_eq!(e, ReadEngines { row: true, column: true });
+        assert_eq!(ReadEngines::parse(" TiFlash ").expect("one"), ReadEngines { row: false, column: true });
+        assert_eq!(ReadEngines::parse("tikv,tidb").expect("two"), ReadEngines { row: true, column: false });
+        assert_eq!(ReadEngines::normalize("TIKV, TiFlash").expect("normalized"), "tikv,tiflash");
+        for bad in ["", "tiflash,", "mpp", "tikv;tiflash"] {
+            let err = ReadEngines::parse(bad).expect_err(bad);
+            assert_eq!(err.code(), Code::WrongValueForVar, "{bad}");
+        }
+    }
+}
