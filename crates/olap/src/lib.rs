@@ -119,7 +119,7 @@ impl ColumnEngine for OlapEngine {
         let types: Vec<_> = query.columns.iter().map(|c| c.ty.clone()).collect();
         let mut stream = match execute_stream(physical, state.task_ctx()) {
             Ok(s) => s,
-            Err(e) => return Ok(pool.failed(e)?),
+            Err(e) => return pool.failed(e),
         };
         let mut rows = Vec::new();
         let mut charge = strata_sql::context::Charge::new();
@@ -127,7 +127,7 @@ impl ColumnEngine for OlapEngine {
             strata_sql::interrupt::checkpoint().await?;
             let batch = match batch {
                 Ok(b) => b,
-                Err(e) => return Ok(pool.failed(e)?),
+                Err(e) => return pool.failed(e),
             };
             charge.add(batch.get_array_memory_size())?;
             if let Err(Skip(why)) = convert::append_rows(&batch, &types, &mut rows) {

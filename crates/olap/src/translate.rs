@@ -94,6 +94,9 @@ impl TypeEnv for Env<'_> {
     }
 }
 
+/// The final expression of an aggregate call, given a lookup of its partial results by name.
+type Final = Box<dyn FnOnce(&dyn Fn(&str) -> DfExpr) -> DfExpr>;
+
 /// Translates one query.
 pub struct Translator<'q> {
     query: &'q Query,
@@ -542,7 +545,7 @@ impl<'q> Translator<'q> {
         // Each call becomes one or more DataFusion aggregates and a final expression over
         // their results (casts to the MySQL type, AVG as SUM / COUNT).
         let mut partials = Vec::new();
-        let mut finals: Vec<Box<dyn FnOnce(&dyn Fn(&str) -> DfExpr) -> DfExpr>> = Vec::new();
+        let mut finals: Vec<Final> = Vec::new();
         for call in aggs {
             let t = self.ty(&Expr::Agg(Box::new(call.clone())), &inp);
             let target = t.ty.as_ref().and_then(arrow_type);
@@ -1059,7 +1062,7 @@ impl<'q> Translator<'q> {
                 }
                 let positive =
                     |e: &Expr| -> R<bool> { Ok(Self::constant(e) && matches!(self.fold(e)?, Value::Int(n) if n >= 1)) };
-                if !positive(pos)? || !rest.iter().all(|l| Self::constant(l)) {
+                if !positive(pos)? || !rest.iter().all(Self::constant) {
                     return Err(Skip::new("SUBSTRING with a computed or non-positive position"));
                 }
                 let mut call = vec![self.value(s, input)?, cast(self.value(pos, input)?, DataType::Int64)];
