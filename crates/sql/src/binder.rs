@@ -1948,20 +1948,8 @@ impl<'a> Binder<'a> {
     /// Makes MySQL's implicit conversion of result branches explicit: when the result type
     /// is DECIMAL or DOUBLE, integer and other-scale decimal branches are cast to it.
     fn coerce_numeric(&self, branches: &mut [Expr], ty: &crate::typing::SqlType, scope: &Scope) {
-        let target = match &ty.ty {
-            Some(ColumnType::Decimal { precision, scale }) => CastType::Decimal(*precision, *scale),
-            Some(ColumnType::Double) => CastType::Double,
-            _ => return,
-        };
         for b in branches.iter_mut() {
-            let bt = self.type_of(b, scope);
-            let convert = match (&bt.ty, target) {
-                (Some(ColumnType::Int { .. }), _) => true,
-                (Some(ColumnType::Decimal { scale, .. }), CastType::Decimal(_, s)) => *scale != s,
-                (Some(ColumnType::Decimal { .. }), CastType::Double) => true,
-                _ => false,
-            };
-            if convert {
+            if let Some(target) = numeric_coercion(&self.type_of(b, scope), ty) {
                 *b = Expr::Cast(Box::new(std::mem::replace(b, Expr::Literal(Value::Null))), target);
             }
         }
@@ -2645,23 +2633,27 @@ fn key_range(cols: &[usize], b: &[ColumnBounds]) -> (KeyRange, usize) {
 }
 
 /// Chooses the access path for a table.
+/// The cast that converts a value of type `from` to the numeric result type `to` (DECIMAL
+/// or DOUBLE) as MySQL does implicitly, when one is needed: integers, decimals of another
+/// scale, decimals into DOUBLE.
+fn numeric_coercion(from: &SqlType, to: &SqlType) -> Option<CastType> {
+    let cast = match &to.ty {
+        Some(ColumnType::Decimal { precision, scale }) => CastType::Decimal(*precision, *scale),
+        Some(ColumnType::Double) => CastType::Double,
+        _ => return None,
+    };
+    match (&from.ty, cast) {
+        (Some(ColumnType::Int { .. }), _) => Some(cast),
+        (Some(ColumnType::Decimal { scale, .. }), CastType::Decimal(_, s)) if *scale != s => Some(cast),
+        (Some(ColumnType::Decimal { .. }), CastType::Double) => Some(cast),
+        _ => None,
+    }
+}
+
 /// One input of a set operation with its numeric columns converted to the result's type
 /// (MySQL: `SELECT 1 UNION SELECT 2.50` gives 1.00), as casts in a projection.
 fn coerce_set_input(plan: Plan, types: &[SqlType], merged: &[SqlType]) -> Plan {
-    let target = |t: &SqlType, m: &SqlType| -> Option<CastType> {
-        let cast = match &m.ty {
-            Some(ColumnType::Decimal { precision, scale }) => CastType::Decimal(*precision, *scale),
-            Some(ColumnType::Double) => CastType::Double,
-            _ => return None,
-        };
-        match (&t.ty, cast) {
-            (Some(ColumnType::Int { .. }), _) => Some(cast),
-            (Some(ColumnType::Decimal { scale, .. }), CastType::Decimal(_, s)) if *scale != s => Some(cast),
-            (Some(ColumnType::Decimal { .. }), CastType::Double) => Some(cast),
-            _ => None,
-        }
-    };
-    let casts: Vec<Option<CastType>> = types.iter().zip(merged).map(|(t, m)| target(t, m)).collect();
+    let casts: Vec<Option<CastType>> = types.iter().zip(merged).map(|(t, m)| numeric_coercion(t, m)).collect();
     if casts.iter().all(Option::is_none) {
         return plan;
     }

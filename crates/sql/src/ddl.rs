@@ -335,7 +335,7 @@ pub(crate) fn dropped(missing: &[String]) -> QueryResult {
 }
 
 impl Engine {
-    fn db_or_current(&self, db: Option<String>, current: &Option<String>) -> Result<String> {
+    pub(crate) fn db_or_current(&self, db: Option<String>, current: &Option<String>) -> Result<String> {
         db.or_else(|| current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))
     }
 

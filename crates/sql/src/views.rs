@@ -201,8 +201,7 @@ impl Engine {
         let mut found = Vec::new();
         for n in names {
             let (db, v) = split_name(n)?;
-            let db =
-                db.or_else(|| current_db.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
+            let db = self.db_or_current(db, current_db)?;
             if self.catalog.try_table(&db, &v).is_some() {
                 return Err(Error::user(Code::WrongObject, format!("'{db}.{v}' is not VIEW")));
             }
