@@ -127,6 +127,44 @@ pub trait Client: Send + Sync + 'static {
     async fn unsafe_destroy_range(&self, start: &[u8], end: &[u8]) -> Result<()>;
     /// Approximate bytes the store holds on disk and in memory.
     async fn store_size(&self) -> Result<u64>;
+    /// Fails with `Error::KeyLocked` if a key of `[start, end)` has a lock that blocks a
+    /// read at `ts` (what `scan` would fail with), without reading any value: a reader of a
+    /// copy kept current by `subscribe` checks this first, then reads its copy.
+    async fn check_locks(&self, start: &[u8], end: &[u8], ts: Timestamp) -> Result<()> {
+        self.scan(start, end, ts, 0).await.map(|_| ())
+    }
+    /// Hands every change committed from now on to `sink` (see `ChangeSink`). A store that
+    /// cannot feed changes says so.
+    fn subscribe(&self, sink: std::sync::Arc<dyn ChangeSink>) -> Result<()> {
+        let _ = sink;
+        Err(strata_common::Error::internal("this store does not feed committed changes"))
+    }
+}
+
+/// One committed change to a key, as a change feed delivers it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommittedChange {
+    /// The user key.
+    pub key: Vec<u8>,
+    /// The commit timestamp.
+    pub commit_ts: Timestamp,
+    /// The new value; `None` for a deletion.
+    pub value: Option<Vec<u8>>,
+}
+
+/// Receives the committed changes of the keys it wants, as the store applies them: the feed
+/// that keeps a columnar replica current. The embedded store calls it from each commit; a
+/// cluster's Raft learner will call it as it applies the log.
+///
+/// Ordering contract (what makes a replica read snapshot-consistent): `committed` runs
+/// after the changes are in the store and before their locks are released. So a reader at
+/// `ts` that finds no blocking lock (`Client::check_locks`) and then reads its copy has
+/// been handed every change committed at or below `ts`.
+pub trait ChangeSink: Send + Sync + 'static {
+    /// Whether changes to `key` are wanted (cheap: asked for every committed key).
+    fn wants(&self, key: &[u8]) -> bool;
+    /// The wanted changes of one atomic write.
+    fn committed(&self, changes: Vec<CommittedChange>);
 }
 
 /// The timestamp oracle: strictly increasing timestamps, the only source of MVCC order.

@@ -5,4 +5,5 @@
 
 pub mod client;
 
-pub use client::{Client, LockMode, Mutation, Oracle, PessimisticLockRequest, PrewriteRequest, TxnStatus};
+pub use client::{
+    ChangeSink, Client, CommittedChange, LockMode, Mutation, Oracle, PessimisticLockRequest, PrewriteRequest, TxnStatus};

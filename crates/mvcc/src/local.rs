@@ -166,4 +166,13 @@ impl Client for LocalClient {
     async fn store_size(&self) -> Result<u64> {
         self.store.engine().size_bytes()
     }
+
+    async fn check_locks(&self, start: &[u8], end: &[u8], ts: Timestamp) -> Result<()> {
+        self.store.check_locks(start, end, ts)
+    }
+
+    fn subscribe(&self, sink: Arc<dyn strata_kv::ChangeSink>) -> Result<()> {
+        self.store.subscribe(sink);
+        Ok(())
+    }
 }

@@ -124,6 +124,8 @@ impl LockTable {
 pub(crate) struct Changes {
     pub batch: WriteBatch,
     pub locks: Vec<(Vec<u8>, Option<Held>)>,
+    /// Committed changes a `ChangeSink` wants.
+    pub committed: Vec<strata_kv::CommittedChange>,
 }
 
 impl Changes {
@@ -143,10 +145,22 @@ impl Changes {
         self.locks.push((key.to_vec(), None));
     }
 
-    /// Writes the batch, then changes the table (see the module docs for why in this order).
-    pub fn apply(self, engine: &dyn Engine, table: &LockTable, sync: bool) -> Result<()> {
+    /// Writes the batch, hands the committed changes to `sink`, then changes the table (see
+    /// the module docs and `ChangeSink` for why in this order).
+    pub fn apply(
+        self,
+        engine: &dyn Engine,
+        table: &LockTable,
+        sink: Option<&dyn strata_kv::ChangeSink>,
+        sync: bool,
+    ) -> Result<()> {
         if !self.batch.is_empty() {
             engine.write(self.batch, sync)?;
+        }
+        if let Some(sink) = sink {
+            if !self.committed.is_empty() {
+                sink.committed(self.committed);
+            }
         }
         table.apply(self.locks);
         Ok(())

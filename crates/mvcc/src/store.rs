@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use strata_common::{Error, LockInfo, Result, Timestamp};
-use strata_kv::{LockMode, Mutation, PessimisticLockRequest, PrewriteRequest, TxnStatus};
+use strata_kv::{ChangeSink, CommittedChange, LockMode, Mutation, PessimisticLockRequest, PrewriteRequest, TxnStatus};
 use strata_storage::{Cf, Cursor, Engine};
 
 use crate::latches::Latches;
@@ -31,6 +31,8 @@ pub struct MvccStore {
     latches: Latches,
     /// Every lock, in memory (the lock CF is its durable half: see `lock_table`).
     locks: LockTable,
+    /// Who is told of committed changes (a columnar replica), if anyone.
+    sink: parking_lot::RwLock<Option<Arc<dyn ChangeSink>>>,
 }
 
 /// What one walk over a key's write records found (`MvccStore::history`).
@@ -66,7 +68,7 @@ impl MvccStore {
     /// A store on `engine`, with the locks its lock CF holds.
     pub fn open(engine: Arc<dyn Engine>) -> Result<MvccStore> {
         let locks = LockTable::load(engine.as_ref())?;
-        Ok(MvccStore { engine, latches: Latches::default(), locks })
+        Ok(MvccStore { engine, latches: Latches::default(), locks, sink: parking_lot::RwLock::new(None) })
     }
 
     /// The engine underneath (for local metadata such as the TSO window).
@@ -78,9 +80,24 @@ impl MvccStore {
         self.locks.get(key)
     }
 
-    /// Writes a command's batch, then its lock-table changes.
+    /// Writes a command's batch, tells the sink what it committed, then changes the lock
+    /// table (the order `ChangeSink` promises).
     fn apply(&self, changes: Changes, sync: bool) -> Result<()> {
-        changes.apply(self.engine.as_ref(), &self.locks, sync)
+        let sink = if changes.committed.is_empty() { None } else { self.sink.read().clone() };
+        changes.apply(self.engine.as_ref(), &self.locks, sink.as_deref(), sync)
+    }
+
+    /// Hands every change committed from now on to `sink` (replacing any earlier one).
+    pub fn subscribe(&self, sink: Arc<dyn ChangeSink>) {
+        *self.sink.write() = Some(sink);
+    }
+
+    /// Fails with the first lock in `[start, end)` that blocks a read at `ts`.
+    pub fn check_locks(&self, start: &[u8], end: &[u8], ts: Timestamp) -> Result<()> {
+        match self.locks.find_in_range(start, end, |l| Self::blocks_read(l, ts)) {
+            Some((key, l)) => Err(lock_info(&key, &l)),
+            None => Ok(()),
+        }
     }
 
     /// How many locks are held now.
@@ -410,7 +427,7 @@ impl MvccStore {
             let enc = encode_user_key(key);
             match self.load_lock(key) {
                 Some(h) if h.lock.start_ts == start_ts && h.lock.kind != Kind::Pessimistic => {
-                    Self::commit_key(&mut changes, key, &enc, h, commit_ts);
+                    self.commit_key(&mut changes, key, &enc, h, commit_ts)?;
                 }
                 Some(h) if h.lock.start_ts == start_ts => {
                     return Err(Error::internal("commit of a key that was locked but never prewritten"));
@@ -425,10 +442,20 @@ impl MvccStore {
     }
 
     /// Turns `key`'s prewrite lock `held` into a commit record at `commit_ts`, with its value
-    /// (inside the record if short, in the data CF if not).
-    fn commit_key(changes: &mut Changes, key: &[u8], enc: &[u8], held: Held, commit_ts: Timestamp) {
+    /// (inside the record if short, in the data CF if not), and notes the change for the
+    /// sink if it wants the key.
+    fn commit_key(&self, changes: &mut Changes, key: &[u8], enc: &[u8], held: Held, commit_ts: Timestamp) -> Result<()> {
         changes.remove_lock(key, &held);
         let l = held.lock;
+        if matches!(l.kind, Kind::Put | Kind::Delete) && self.sink.read().as_ref().is_some_and(|s| s.wants(key)) {
+            let value = match (l.kind, &l.short_value) {
+                (Kind::Put, Some(v)) => Some(v.clone()),
+                // A lock from disk whose long value is in the data CF already.
+                (Kind::Put, None) => self.engine.get(Cf::Data, &versioned(enc, l.start_ts))?,
+                _ => None,
+            };
+            changes.committed.push(CommittedChange { key: key.to_vec(), commit_ts, value });
+        }
         // A lock read from disk (written by an older version) has its long value stored
         // already; one in memory carries it.
         let short_value = match l.short_value {
@@ -440,6 +467,7 @@ impl MvccStore {
         };
         let w = Write { kind: l.kind, start_ts: l.start_ts, short_value };
         changes.batch.put(Cf::Write, versioned(enc, commit_ts), w.encode());
+        Ok(())
     }
 
     fn rollback_key(&self, changes: &mut Changes, key: &[u8], start_ts: Timestamp) -> Result<()> {
@@ -550,7 +578,7 @@ impl MvccStore {
             }
             match commit_ts {
                 Some(ts) if h.lock.kind != Kind::Pessimistic => {
-                    Self::commit_key(&mut changes, key, &encode_user_key(key), h, ts);
+                    self.commit_key(&mut changes, key, &encode_user_key(key), h, ts)?;
                 }
                 _ => self.rollback_key(&mut changes, key, start_ts)?,
             }

@@ -376,3 +376,58 @@ async fn locks_an_older_version_left_on_disk_are_loaded_and_resolved() {
     assert_eq!(get(&c, "q", 20).await.expect("read"), None);
     assert_eq!(get(&c, "r", 20).await.expect("read"), None);
 }
+
+/// Records what a change feed was handed, and whether the key's lock was still held then.
+struct Recorder {
+    store: std::sync::Weak<MvccStore>,
+    seen: parking_lot::Mutex<Vec<(strata_kv::CommittedChange, bool)>>,
+}
+
+impl strata_kv::ChangeSink for Recorder {
+    fn wants(&self, key: &[u8]) -> bool {
+        key.starts_with(b"t")
+    }
+    fn committed(&self, changes: Vec<strata_kv::CommittedChange>) {
+        let store = self.store.upgrade().expect("store");
+        for c in changes {
+            let locked = store.all_locks().iter().any(|(k, _)| *k == c.key);
+            self.seen.lock().push((c, locked));
+        }
+    }
+}
+
+#[tokio::test]
+async fn change_feed_gets_committed_puts_and_deletes_before_their_locks_go() {
+    let store = Arc::new(MvccStore::open(Arc::new(MemoryEngine::new())).expect("open store"));
+    let c = LocalClient::new(store.clone(), false);
+    let rec = Arc::new(Recorder { store: Arc::downgrade(&store), seen: parking_lot::Mutex::new(Vec::new()) });
+    c.subscribe(rec.clone()).expect("subscribe");
+    let big = "y".repeat(1000);
+    write(&c, vec![put("t1", "a"), put("u1", "ignored"), put("t2", &big)], 10, 11).await;
+    write(&c, vec![Mutation::Delete(b"t1".to_vec()), Mutation::Lock(b"t2".to_vec())], 20, 21).await;
+    // A rolled-back transaction commits nothing.
+    c.prewrite(prewrite(vec![put("t3", "x")], ts(30), LockMode::Optimistic)).await.expect("prewrite");
+    c.rollback(&[b"t3".to_vec()], ts(30)).await.expect("rollback");
+    // A lock resolved by a reader is a commit too.
+    c.prewrite(prewrite(vec![put("t4", "p"), put("t5", "s")], ts(40), LockMode::Optimistic)).await.expect("prewrite");
+    c.commit(&[b"t4".to_vec()], ts(40), ts(41)).await.expect("commit primary");
+    assert!(matches!(c.check_locks(b"t", b"u", ts(50)).await, Err(Error::KeyLocked(_))));
+    assert!(c.check_locks(b"t", b"u", ts(39)).await.is_ok(), "an older reader is not blocked");
+    c.resolve_locks(&[b"t5".to_vec()], ts(40), Some(ts(41))).await.expect("resolve");
+    assert!(c.check_locks(b"t", b"u", ts(50)).await.is_ok());
+
+    let seen = rec.seen.lock().clone();
+    let got: Vec<(String, u64, Option<usize>)> = seen
+        .iter()
+        .map(|(ch, _)| (String::from_utf8_lossy(&ch.key).into_owned(), ch.commit_ts.physical_ms(), ch.value.as_ref().map(|v| v.len())))
+        .collect();
+    let expect = vec![
+        ("t1".to_string(), 11, Some(1)),
+        ("t2".to_string(), 11, Some(1000)),
+        ("t1".to_string(), 21, None),
+        ("t4".to_string(), 41, Some(1)),
+        ("t5".to_string(), 41, Some(1)),
+    ];
+    assert_eq!(got, expect);
+    assert!(seen.iter().all(|(_, locked)| *locked), "every change arrives while its lock is held");
+}

@@ -8,6 +8,10 @@
 //! runs on the server's Tokio runtime. Results come back as rows in the kinds the row
 //! engine produces for the plan's column types (`convert`).
 //!
+//! Tables with a columnar replica (`replica`) are read from it instead: Arrow columns at
+//! the statement's snapshot, kept current by the store's change feed, with the scan's
+//! access path and filter evaluated by DataFusion.
+//!
 //! A plan with no faithful translation is a [`Skip`]: the engine answers `None` and the
 //! row engine runs the query. DataFusion's memory is charged to the statement's memory
 //! tracker (`tidb_mem_quota_query`, 8175 past it); KILL and `max_execution_time` stop the
@@ -15,6 +19,7 @@
 
 mod convert;
 mod provider;
+pub mod replica;
 mod translate;
 
 use std::collections::{BTreeSet, HashMap};
@@ -32,8 +37,12 @@ use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionConfig;
 use futures_util::StreamExt;
 use parking_lot::Mutex;
+use replica::ReplicaStore;
 use strata_common::{Error, Result};
-use strata_sql::column::{ColumnEngine, ScanSource};
+use strata_kv::LockMode;
+use strata_sql::column::{ColumnEngine, ReplicaState, ScanSource};
+use strata_sql::session::Engine;
+use strata_txn::{Isolation, Transaction, TxnOptions};
 use strata_sql::context::MemTracker;
 use strata_sql::expr::Row;
 use strata_sql::plan::Query;
@@ -55,15 +64,111 @@ pub(crate) fn ensure_stack() -> std::result::Result<(), Skip> {
     strata_sql::depth::ensure_stack().map_err(|e| Skip::new(e.to_string()))
 }
 
-/// The DataFusion engine.
-#[derive(Debug, Default)]
-pub struct OlapEngine {}
+/// The DataFusion engine and the node's columnar replicas.
+#[derive(Default)]
+pub struct OlapEngine {
+    replicas: Arc<ReplicaStore>,
+    /// Wakes the background task (a schema change to reconcile).
+    wake: Arc<tokio::sync::Notify>,
+}
+
+/// How often the background task looks for schema changes and delta to compact.
+const TICK: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A replica's delta is folded into its stable part once it holds this many versions, or
+/// after `COMPACT_AGE` with any.
+const COMPACT_VERSIONS: usize = 64 * 1024;
+const COMPACT_AGE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl OlapEngine {
-    /// An engine; queries share nothing but the process's threads.
+    /// An engine without replicas (tests of the translation).
     pub fn new() -> OlapEngine {
-        OlapEngine {}
+        OlapEngine::default()
     }
+
+    /// The engine of a server: subscribes its replicas to `sql`'s store and starts the
+    /// background task that builds, compacts and drops them as the schema says, until
+    /// `sql` is dropped.
+    pub fn start(sql: &Arc<Engine>) -> Result<Arc<OlapEngine>> {
+        let olap = Arc::new(OlapEngine::default());
+        sql.client.subscribe(olap.replicas.clone())?;
+        let weak = Arc::downgrade(sql);
+        let (replicas, wake) = (olap.replicas.clone(), olap.wake.clone());
+        tokio::spawn(async move {
+            let mut seen_version = 0;
+            let mut last_compact = std::time::Instant::now();
+            loop {
+                let Some(sql) = weak.upgrade() else { return };
+                let version = sql.catalog.version();
+                if version != seen_version {
+                    seen_version = version;
+                    for (r, info) in replicas.reconcile(&sql.catalog.schema()) {
+                        tokio::spawn(build(sql.clone(), r, info));
+                    }
+                }
+                let due = last_compact.elapsed() >= COMPACT_AGE;
+                let busy = replicas.all().iter().any(|r| r.delta_versions() >= COMPACT_VERSIONS);
+                if due || busy {
+                    last_compact = std::time::Instant::now();
+                    if let Err(e) = compact_all(&sql, &replicas).await {
+                        tracing::warn!("columnar replica compaction failed (retried later): {e}");
+                    }
+                }
+                drop(sql);
+                tokio::select! {
+                    _ = wake.notified() => {}
+                    _ = tokio::time::sleep(TICK) => {}
+                }
+            }
+        });
+        Ok(olap)
+    }
+
+    /// The replicas.
+    pub fn replicas(&self) -> &Arc<ReplicaStore> {
+        &self.replicas
+    }
+}
+
+/// Builds a new replica from a snapshot taken after it was registered with the feed.
+async fn build(sql: Arc<Engine>, replica: Arc<replica::TableReplica>, info: Arc<strata_sql::catalog::TableInfo>) {
+    let opts = TxnOptions { mode: LockMode::Optimistic, isolation: Isolation::RepeatableRead, lock_wait_timeout_ms: 0 };
+    let started = std::time::Instant::now();
+    let result = async {
+        let txn = Transaction::begin(sql.client.clone(), sql.oracle.clone(), opts).await?;
+        let r = replica.build(&info, &txn, 0).await;
+        let _ = txn.rollback().await;
+        r
+    }
+    .await;
+    match result {
+        Ok(()) => tracing::info!(
+            "columnar replica of {}.{} built: {} rows in {:.1?}",
+            info.db,
+            info.name,
+            replica.stable().map_or(0, |s| s.rows),
+            started.elapsed()
+        ),
+        Err(e) => tracing::warn!("columnar replica of {}.{} could not be built: {e}", info.db, info.name),
+    }
+}
+
+/// Folds every replica's delta behind the oldest running transaction into its stable part.
+async fn compact_all(sql: &Engine, replicas: &ReplicaStore) -> Result<()> {
+    let mut upto = sql.oracle.get_ts().await?;
+    if let Some(active) = sql.min_active_ts() {
+        upto = upto.min(active.prev());
+    }
+    for r in replicas.all() {
+        let r2 = r.clone();
+        let changed = tokio::task::spawn_blocking(move || r2.compact(upto))
+            .await
+            .map_err(|e| Error::internal(format!("compaction task failed: {e}")))??;
+        if changed {
+            tracing::debug!("columnar replica of table {} compacted up to {upto:?}", r.table_id());
+        }
+    }
+    Ok(())
 }
 
 /// Partitions DataFusion plans for: one per core on this kind of box.
@@ -75,7 +180,9 @@ fn partitions() -> usize {
 impl ColumnEngine for OlapEngine {
     async fn run(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>> {
         let params = source.params().to_vec();
-        let mut t = translate::Translator::new(query, &params);
+        let replicas = self.replicas.clone();
+        let available = move |id: i64| replicas.state(id).is_some_and(|s| s.available);
+        let mut t = translate::Translator::new(query, &params, &available);
         let node = match t.query() {
             Ok(n) => n,
             Err(Skip(why)) => {
@@ -104,7 +211,7 @@ impl ColumnEngine for OlapEngine {
         for (name, table) in &tables {
             let Some(cols) = reads.get(name) else { continue };
             let cols: Option<Vec<usize>> = cols.as_ref().map(|c| c.iter().copied().collect());
-            if let Err(Skip(why)) = table.load(source, cols.as_deref()).await? {
+            if let Err(Skip(why)) = table.load(source, cols.as_deref(), &self.replicas).await? {
                 tracing::debug!("column engine: {why}; row engine runs the query");
                 return Ok(None);
             }
@@ -136,6 +243,14 @@ impl ColumnEngine for OlapEngine {
             }
         }
         Ok(Some(rows))
+    }
+
+    fn replica(&self, table_id: i64) -> Option<ReplicaState> {
+        self.replicas.state(table_id)
+    }
+
+    fn schema_changed(&self) {
+        self.wake.notify_one();
     }
 }
 

@@ -1,6 +1,7 @@
 //! A table scan of the plan as a DataFusion table: planned from the table's schema, then
-//! loaded (only the columns the optimized plan reads) through the statement's transaction
-//! before DataFusion executes.
+//! loaded (only the columns the optimized plan reads) before DataFusion executes — from the
+//! table's columnar replica when it can answer, else through the statement's transaction
+//! from the row store.
 
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ use strata_sql::plan::Plan;
 use strata_sql::types::ColumnType;
 
 use crate::convert::{arrow_type, BatchBuilder};
+use crate::replica::ReplicaStore;
 use crate::Skip;
 
 /// Rows per Arrow batch built from the row store.
@@ -39,6 +41,9 @@ pub struct ScanTable {
     /// Field names (`c0`, `c1`, ...).
     names: Vec<String>,
     schema: SchemaRef,
+    /// Read the table's columnar replica (the scan is then a full scan, its predicates
+    /// applied above it by DataFusion).
+    replica: Option<Arc<strata_sql::catalog::TableInfo>>,
     loaded: Mutex<Option<Loaded>>,
 }
 
@@ -53,8 +58,9 @@ struct Loaded {
 }
 
 impl ScanTable {
-    /// A table for `scan` (a `Plan::Scan`) with these column types.
-    pub fn new(scan: Plan, types: Vec<ColumnType>) -> ScanTable {
+    /// A table for `scan` (a `Plan::Scan`) with these column types; with `replica` (the
+    /// table's definition), read from its columnar replica when it can answer.
+    pub fn new(scan: Plan, types: Vec<ColumnType>, replica: Option<Arc<strata_sql::catalog::TableInfo>>) -> ScanTable {
         let names: Vec<String> = (0..types.len()).map(|i| format!("c{i}")).collect();
         // Columns without an Arrow type are Null-typed: the plan may not read them (a
         // translation that does gives up).
@@ -63,7 +69,7 @@ impl ScanTable {
             .zip(&names)
             .map(|(t, n)| Field::new(n.clone(), arrow_type(t).unwrap_or(DataType::Null), true))
             .collect();
-        ScanTable { scan, types, names, schema: Arc::new(Schema::new(fields)), loaded: Mutex::new(None) }
+        ScanTable { scan, types, names, schema: Arc::new(Schema::new(fields)), replica, loaded: Mutex::new(None) }
     }
 
     /// Reads the rows of the scan through `source`, keeping `columns` (positions in the
@@ -72,11 +78,31 @@ impl ScanTable {
         &self,
         source: &mut ScanSource<'_, '_>,
         columns: Option<&[usize]>,
+        replicas: &ReplicaStore,
     ) -> Result<std::result::Result<(), Skip>> {
         let columns: Vec<usize> = match columns {
             Some(c) => c.to_vec(),
             None => (0..self.types.len()).collect(),
         };
+        if let Some(info) = &self.replica {
+            if let Some(replica) = replicas.get(info.id) {
+                if let Some(batches) = replica.read(info, &columns, source.txn()).await? {
+                    let mut charge = strata_sql::context::Charge::new();
+                    let mut partitions: Vec<Vec<RecordBatch>> = vec![Vec::new(); PARTITIONS];
+                    for (i, b) in batches.into_iter().enumerate() {
+                        charge.add(b.get_array_memory_size())?;
+                        partitions[i % PARTITIONS].push(b);
+                    }
+                    let schema = match BatchBuilder::new(columns.clone(), &self.types, &self.names) {
+                        Ok(b) => b.schema(),
+                        Err(skip) => return Ok(Err(skip)),
+                    };
+                    strata_sql::context::count_reads(strata_sql::context::Read::ColumnarReplica, 1);
+                    *self.loaded.lock() = Some(Loaded { columns, schema, partitions, _charge: charge });
+                    return Ok(Ok(()));
+                }
+            }
+        }
         let mut builder = match BatchBuilder::new(columns.clone(), &self.types, &self.names) {
             Ok(b) => b,
             Err(skip) => return Ok(Err(skip)),

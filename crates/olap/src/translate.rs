@@ -32,6 +32,7 @@ use datafusion::logical_expr::{
 use strata_common::time::DateTime;
 use strata_common::Value;
 use strata_sql::expr::{AggCall, AggFunc, BinOp, CastType, EvalCtx, Expr, SubqueryKind, SubqueryValues, UnaryOp};
+use strata_sql::catalog::TableInfo;
 use strata_sql::plan::{Access, JoinKind, Plan, Query, SubqueryPlan};
 use strata_sql::types::ColumnType;
 use strata_sql::typing::{expr_type, int_digits, SqlType, TypeEnv};
@@ -103,6 +104,8 @@ pub struct Translator<'q> {
     params: &'q [Value],
     /// The table scans of the plan, by their DataFusion table name.
     pub tables: Vec<(String, Arc<ScanTable>)>,
+    /// Whether a table (by id) has a columnar replica that can be read.
+    available: &'q (dyn Fn(i64) -> bool + Send + Sync),
     names: usize,
     /// The rows correlated subqueries being translated refer to, innermost last.
     outer: Vec<Input>,
@@ -230,8 +233,8 @@ fn access_preds(table: &strata_sql::catalog::TableInfo, access: &Access) -> Vec<
 
 impl<'q> Translator<'q> {
     /// A translator for `query` run with `params`.
-    pub fn new(query: &'q Query, params: &'q [Value]) -> Self {
-        Translator { query, params, tables: Vec::new(), names: 0, outer: Vec::new() }
+    pub fn new(query: &'q Query, params: &'q [Value], available: &'q (dyn Fn(i64) -> bool + Send + Sync)) -> Self {
+        Translator { query, params, tables: Vec::new(), available, names: 0, outer: Vec::new() }
     }
 
     fn fresh(&mut self) -> String {
@@ -274,24 +277,14 @@ impl<'q> Translator<'q> {
                     let local = filter.as_ref().filter(|f| !has_outer(f)).cloned();
                     let mut preds = access_preds(table, access);
                     preds.extend(filter.as_ref().filter(|f| has_outer(f)).cloned());
-                    let scan = Plan::Scan {
-                        table: table.clone(),
-                        access: Access::Full,
-                        filter: local,
-                        lock: false,
-                        limit: None,
-                    };
-                    let node = self.scan(scan, table)?;
-                    let inp = Input::of(&node.plan, &node.types);
-                    let mut b = LogicalPlanBuilder::from(node.plan);
-                    for pr in preds {
-                        let pr = self.pred(&pr, &inp)?;
-                        b = b.filter(pr).map_err(df)?;
-                    }
-                    let plan = b.build().map_err(df)?;
-                    return Ok(Node { plan, types: node.types });
+                    return self.full_scan(table, local, preds);
                 }
-                self.scan(p.clone(), table)
+                if limit.is_none() && (self.available)(table.id) {
+                    if let Ok(node) = self.replica_scan(table, filter.clone(), access_preds(table, access)) {
+                        return Ok(node);
+                    }
+                }
+                self.scan(p.clone(), table, false)
             }
             Plan::Filter { input, pred } => {
                 let node = self.plan(input)?;
@@ -323,14 +316,7 @@ impl<'q> Translator<'q> {
                             if filter.as_ref().is_some_and(has_outer) {
                                 return Err(Skip::new("correlated filter in a lookup join"));
                             }
-                            let scan = Plan::Scan {
-                                table: table.clone(),
-                                access: Access::Full,
-                                filter: filter.clone(),
-                                lock: false,
-                                limit: None,
-                            };
-                            self.scan(scan, table)?
+                            self.full_scan(table, filter.clone(), vec![])?
                         }
                         _ => return Err(Skip::new("lookup join over a non-scan")),
                     }
@@ -421,10 +407,46 @@ impl<'q> Translator<'q> {
         }
     }
 
-    fn scan(&mut self, scan: Plan, table: &strata_sql::catalog::TableInfo) -> R<Node> {
+    /// The whole table with `preds` applied by DataFusion: read from its columnar replica
+    /// (with `filter` among the predicates) when it has one, else from the row store (which
+    /// applies `filter` as it reads).
+    fn full_scan(&mut self, table: &Arc<TableInfo>, filter: Option<Expr>, preds: Vec<Expr>) -> R<Node> {
+        if (self.available)(table.id) {
+            if let Ok(node) = self.replica_scan(table, filter.clone(), preds.clone()) {
+                return Ok(node);
+            }
+        }
+        let scan = Plan::Scan { table: table.clone(), access: Access::Full, filter, lock: false, limit: None };
+        let node = self.scan(scan, table, false)?;
+        self.filtered(node, preds)
+    }
+
+    /// The table from its columnar replica, with `filter` and `preds` applied by
+    /// DataFusion. (When the replica cannot answer after all, the row store is read whole
+    /// and the same predicates apply.)
+    fn replica_scan(&mut self, table: &Arc<TableInfo>, filter: Option<Expr>, mut preds: Vec<Expr>) -> R<Node> {
+        preds.extend(filter);
+        let scan = Plan::Scan { table: table.clone(), access: Access::Full, filter: None, lock: false, limit: None };
+        let node = self.scan(scan, table, true)?;
+        self.filtered(node, preds)
+    }
+
+    fn filtered(&mut self, node: Node, preds: Vec<Expr>) -> R<Node> {
+        let inp = Input::of(&node.plan, &node.types);
+        let mut b = LogicalPlanBuilder::from(node.plan);
+        for pr in preds {
+            let pr = self.pred(&pr, &inp)?;
+            b = b.filter(pr).map_err(df)?;
+        }
+        let plan = b.build().map_err(df)?;
+        Ok(Node { plan, types: node.types })
+    }
+
+    fn scan(&mut self, scan: Plan, table: &Arc<TableInfo>, replica: bool) -> R<Node> {
         let types: Vec<SqlType> =
             table.columns.iter().map(|c| SqlType { ty: Some(c.ty.clone()), nullable: c.nullable }).collect();
-        let t = Arc::new(ScanTable::new(scan, table.columns.iter().map(|c| c.ty.clone()).collect()));
+        let replica = replica.then(|| table.clone());
+        let t = Arc::new(ScanTable::new(scan, table.columns.iter().map(|c| c.ty.clone()).collect(), replica));
         let name = format!("t{}", self.tables.len());
         self.tables.push((name.clone(), t.clone()));
         let plan = LogicalPlanBuilder::scan(name, provider_as_source(t), None).map_err(df)?.build().map_err(df)?;

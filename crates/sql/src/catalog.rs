@@ -137,6 +137,9 @@ pub struct TableInfo {
     /// CHECK constraints, enforced on every written row.
     #[serde(default)]
     pub checks: Vec<CheckInfo>,
+    /// The columnar replica wanted (`ALTER TABLE .. SET TIFLASH REPLICA n`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub columnar_replica: Option<crate::replica::ReplicaSetting>,
 }
 
 /// A CHECK constraint.
@@ -245,6 +248,11 @@ impl Schema {
     /// Looks up a view, None if missing.
     pub fn try_view(&self, db: &str, name: &str) -> Option<Arc<ViewInfo>> {
         self.dbs.get(&lower(db)).and_then(|d| d.views.get(&lower(name)).cloned())
+    }
+
+    /// Every table of every database.
+    pub fn all_tables(&self) -> Vec<Arc<TableInfo>> {
+        self.dbs.values().flat_map(|d| d.tables.values().cloned()).collect()
     }
 }
 
@@ -363,6 +371,11 @@ impl Catalog {
 
     async fn begin(&self) -> Result<Transaction> {
         Transaction::begin(self.client.clone(), self.oracle.clone(), ddl_txn_opts()).await
+    }
+
+    /// The newest published schema.
+    pub fn schema(&self) -> Arc<Schema> {
+        self.dbs.read().clone()
     }
 
     /// Runs `start` (which fetches a transaction's start timestamp) and returns with it the

@@ -10,15 +10,17 @@
 //! Which engine may answer is the session's `tidb_isolation_read_engines` (TiDB's names:
 //! `tikv` the row store, `tiflash` the column engine, `tidb` memory tables). With only
 //! `tiflash`, every query the column engine can run goes to it; with only `tikv`, none.
-//! With both (the default), the column engine answers only reads of tables that have a
-//! columnar replica — none do yet, so the default runs every query on the row engine.
+//! With both (the default), the column engine answers queries that scan a range or the
+//! whole of a table with an available columnar replica (`ALTER TABLE .. SET TIFLASH
+//! REPLICA 1`); point gets and index lookups stay on the row engine. (The cost-based choice
+//! replaces this rule once statistics exist.)
 
 use async_trait::async_trait;
 use strata_common::{Code, Error, Result, Value};
 
 use crate::exec::{scan_batches, ExecCtx, RowSink};
 use crate::expr::Row;
-use crate::plan::{Plan, Query};
+use crate::plan::{Access, Plan, Query};
 
 /// The engines a session may read from (`tidb_isolation_read_engines`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,20 +70,36 @@ impl ReadEngines {
     }
 
     /// Whether the column engine should try `query`: always when it is the only engine
-    /// allowed, never when it is not allowed, otherwise (both allowed) when a table read has
-    /// a columnar replica.
-    pub fn try_column(&self, query: &Query) -> bool {
+    /// allowed, never when it is not allowed, otherwise (both allowed) when the query scans
+    /// a range or the whole of a table whose columnar replica is available.
+    pub fn try_column(&self, query: &Query, engine: &dyn ColumnEngine) -> bool {
         if !self.column {
             return false;
         }
         if !self.row {
             return true;
         }
-        // Both engines: the cost-based choice needs columnar replicas and statistics;
-        // until they exist the row engine answers.
-        let _ = query;
-        false
+        query.plan.scans().into_iter().any(|scan| match scan {
+            Plan::Scan { table, access, lock: false, .. } => {
+                let ranged = match access {
+                    Access::Full | Access::PkRange(_) => true,
+                    Access::Index(_, r) => r.lower.is_some() || r.upper.is_some(),
+                    Access::Points(_) | Access::Prefixes(_) => false,
+                };
+                ranged && engine.replica(table.id).is_some_and(|r| r.available)
+            }
+            _ => false,
+        })
     }
+}
+
+/// The state of a table's columnar replica (information_schema.TIFLASH_REPLICA).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReplicaState {
+    /// Whether queries can read it (built and kept current).
+    pub available: bool,
+    /// How much of it is built, 0 to 1.
+    pub progress: f64,
 }
 
 /// How the column engine reads a table: through the statement's transaction.
@@ -98,6 +116,12 @@ impl<'c, 'a> ScanSource<'c, 'a> {
     /// The statement's parameters.
     pub fn params(&self) -> &[Value] {
         self.ctx.params
+    }
+
+    /// The statement's transaction (its read timestamp, own writes and lock checks, for a
+    /// read of a columnar replica).
+    pub fn txn(&self) -> &strata_txn::Transaction {
+        &*self.ctx.txn
     }
 
     /// Reads the rows of a `Plan::Scan` (its access path, filter and limit; never locking),
@@ -117,6 +141,16 @@ pub trait ColumnEngine: Send + Sync {
     /// Runs `query`, reading tables through `source`. `Ok(None)`: this engine cannot run
     /// the query with MySQL's semantics; the row engine must.
     async fn run(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>>;
+
+    /// The columnar replica of table `table_id`, if one is kept (being built or available).
+    fn replica(&self, table_id: i64) -> Option<ReplicaState> {
+        let _ = table_id;
+        None
+    }
+
+    /// A schema change was published (a replica setting, a table dropped, truncated or
+    /// altered): replicas are created, rebuilt or dropped to match.
+    fn schema_changed(&self) {}
 }
 
 #[cfg(test)]

@@ -120,12 +120,15 @@ pub enum Read {
     /// A query the column engine was asked to run but left to the row engine
     /// (`Strata_columnar_fallbacks`).
     ColumnarFallback,
+    /// A table scan the column engine answered from a columnar replica
+    /// (`Strata_columnar_replica_reads`).
+    ColumnarReplica,
 }
 
 /// Rows read, by kind (`SHOW STATUS LIKE 'Handler_read%'`).
 #[derive(Debug, Default)]
 pub struct ReadCounters {
-    counts: [AtomicU64; 5],
+    counts: [AtomicU64; 6],
 }
 
 impl ReadCounters {

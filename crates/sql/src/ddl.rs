@@ -481,6 +481,7 @@ impl Engine {
             next_column_id,
             next_index_id,
             checks,
+            columnar_replica: None,
         };
         self.catalog.put_table(info).await?;
         Ok(QueryResult::ok(0))

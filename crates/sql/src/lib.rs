@@ -21,6 +21,7 @@ pub mod keyconv;
 pub mod load;
 pub mod plan;
 pub mod process;
+pub mod replica;
 pub mod result;
 pub mod session;
 pub mod show;

@@ -245,9 +245,9 @@ impl Plan {
     /// Renders the plan as indented text lines (EXPLAIN).
     pub fn explain(&self, depth: usize, out: &mut Vec<String>) {
         let pad = "  ".repeat(depth);
-        let (line, children): (String, Vec<&Plan>) = match self {
-            Plan::Dual => ("Dual".into(), vec![]),
-            Plan::Values(rows) => (format!("Values rows:{}", rows.len()), vec![]),
+        let line: String = match self {
+            Plan::Dual => "Dual".into(),
+            Plan::Values(rows) => format!("Values rows:{}", rows.len()),
             Plan::Scan { table, access, filter, lock, limit } => {
                 let a = match access {
                     Access::Full => "TableFullScan".to_string(),
@@ -263,49 +263,72 @@ impl Plan {
                         r.lower.is_some() || r.upper.is_some()
                     ),
                 };
-                (
-                    format!(
-                        "{} table:{}{}{}{}",
-                        a,
-                        table.name,
-                        if filter.is_some() { " filtered" } else { "" },
-                        if *lock { " locked" } else { "" },
-                        if limit.is_some() { " limited" } else { "" }
-                    ),
-                    vec![],
+                format!(
+                    "{} table:{}{}{}{}",
+                    a,
+                    table.name,
+                    if filter.is_some() { " filtered" } else { "" },
+                    if *lock { " locked" } else { "" },
+                    if limit.is_some() { " limited" } else { "" }
                 )
             }
-            Plan::Filter { input, .. } => ("Selection".into(), vec![input]),
-            Plan::Project { input, exprs } => (format!("Projection columns:{}", exprs.len()), vec![input]),
-            Plan::Join { left, right, kind, correlated, .. } => (
-                format!("{}Join {:?}", if *correlated { "IndexLookUp" } else { "NestedLoop" }, kind),
-                vec![left, right],
-            ),
-            Plan::HashJoin { left, right, kind, .. } => (format!("HashJoin {kind:?}"), vec![left, right]),
-            Plan::Aggregate { input, group, aggs, rollup } => (
-                format!("HashAgg group:{} aggs:{}{}", group.len(), aggs.len(), if *rollup { " rollup" } else { "" }),
-                vec![input],
-            ),
-            Plan::Sort { input, keys } => (format!("Sort keys:{}", keys.len()), vec![input]),
-            Plan::Limit { input, .. } => ("Limit".into(), vec![input]),
-            Plan::Distinct { input } => ("Distinct".into(), vec![input]),
-            Plan::Union { inputs, all } => {
-                (format!("Union{}", if *all { " all" } else { "" }), inputs.iter().collect())
+            Plan::Filter { .. } => "Selection".into(),
+            Plan::Project { exprs, .. } => format!("Projection columns:{}", exprs.len()),
+            Plan::Join { kind, correlated, .. } => {
+                format!("{}Join {:?}", if *correlated { "IndexLookUp" } else { "NestedLoop" }, kind)
             }
-            Plan::SetOp { left, right, intersect, all } => (
-                format!("{}{}", if *intersect { "Intersect" } else { "Except" }, if *all { " all" } else { "" }),
-                vec![left, right],
-            ),
-            Plan::Recursive { seed, step, all, .. } => {
-                (format!("RecursiveCTE{}", if *all { " all" } else { "" }), vec![seed, step])
+            Plan::HashJoin { kind, .. } => format!("HashJoin {kind:?}"),
+            Plan::Aggregate { group, aggs, rollup, .. } => {
+                format!("HashAgg group:{} aggs:{}{}", group.len(), aggs.len(), if *rollup { " rollup" } else { "" })
             }
-            Plan::WorkTable(id) => (format!("WorkTable id:{id}"), vec![]),
-            Plan::Window { input, calls } => (format!("Window functions:{}", calls.len()), vec![input]),
+            Plan::Sort { keys, .. } => format!("Sort keys:{}", keys.len()),
+            Plan::Limit { .. } => "Limit".into(),
+            Plan::Distinct { .. } => "Distinct".into(),
+            Plan::Union { all, .. } => format!("Union{}", if *all { " all" } else { "" }),
+            Plan::SetOp { intersect, all, .. } => {
+                format!("{}{}", if *intersect { "Intersect" } else { "Except" }, if *all { " all" } else { "" })
+            }
+            Plan::Recursive { all, .. } => format!("RecursiveCTE{}", if *all { " all" } else { "" }),
+            Plan::WorkTable(id) => format!("WorkTable id:{id}"),
+            Plan::Window { calls, .. } => format!("Window functions:{}", calls.len()),
             Plan::Truncate { input, .. } => return input.explain(depth, out),
         };
         out.push(format!("{pad}{line}"));
-        for c in children {
+        for c in self.children() {
             c.explain(depth + 1, out);
         }
+    }
+
+    /// The plans this node reads from (not the subqueries its expressions use).
+    pub fn children(&self) -> Vec<&Plan> {
+        match self {
+            Plan::Dual | Plan::Values(_) | Plan::Scan { .. } | Plan::WorkTable(_) => vec![],
+            Plan::Filter { input, .. }
+            | Plan::Project { input, .. }
+            | Plan::Aggregate { input, .. }
+            | Plan::Sort { input, .. }
+            | Plan::Limit { input, .. }
+            | Plan::Distinct { input }
+            | Plan::Window { input, .. }
+            | Plan::Truncate { input, .. } => vec![input],
+            Plan::Join { left, right, .. } | Plan::HashJoin { left, right, .. } | Plan::SetOp { left, right, .. } => {
+                vec![left, right]
+            }
+            Plan::Union { inputs, .. } => inputs.iter().collect(),
+            Plan::Recursive { seed, step, .. } => vec![seed, step],
+        }
+    }
+
+    /// Every table scan in this plan (not in its subqueries), in plan order.
+    pub fn scans(&self) -> Vec<&Plan> {
+        let mut out = Vec::new();
+        let mut stack = vec![self];
+        while let Some(p) = stack.pop() {
+            if let Plan::Scan { .. } = p {
+                out.push(p);
+            }
+            stack.extend(p.children().into_iter().rev());
+        }
+        out
     }
 }

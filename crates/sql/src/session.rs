@@ -315,6 +315,30 @@ impl crate::binder::LiveTables for Live {
                 }
                 Some(rows)
             }
+            "tiflash_replica" => {
+                let cat = &self.engine.catalog;
+                let column = self.engine.column_engine.get();
+                let mut rows = Vec::new();
+                for db in cat.databases() {
+                    for t in cat.tables(&db).unwrap_or_default() {
+                        let Some(setting) = &t.columnar_replica else { continue };
+                        if !self.sees(&t.db, Some(&t.name)) {
+                            continue;
+                        }
+                        let state = column.and_then(|c| c.replica(t.id));
+                        rows.push(vec![
+                            Value::str(t.db.clone()),
+                            Value::str(t.name.clone()),
+                            Value::Int(t.id),
+                            Value::UInt(setting.count),
+                            Value::str(setting.labels.join(",")),
+                            Value::Int(i64::from(state.is_some_and(|s| s.available))),
+                            Value::Double(state.map_or(0.0, |s| s.progress)),
+                        ]);
+                    }
+                }
+                Some(rows)
+            }
             _ => None,
         }
     }
@@ -1577,6 +1601,42 @@ impl Session {
         }
     }
 
+    /// `ALTER TABLE t SET {TIFLASH | COLUMNAR} REPLICA n`: records the wanted replica in the
+    /// table's definition (a schema change, so it commits an open transaction as DDL does)
+    /// and has the column engine build or drop it.
+    async fn set_replica(&mut self, stmt: crate::replica::SetReplica) -> Result<QueryResult> {
+        let db = match stmt.db.clone().or_else(|| self.db.clone()) {
+            Some(db) => db,
+            None => return Err(Error::user(Code::NoDb, "No database selected")),
+        };
+        if !self.allowed(crate::users::privs::ALTER, &db, Some(&stmt.table)) {
+            return Err(crate::users::table_denied("ALTER", &self.who(), &stmt.table));
+        }
+        let system = ["mysql", "information_schema", "performance_schema", "sys", "metrics_schema"];
+        if system.iter().any(|s| s.eq_ignore_ascii_case(&db)) {
+            return Err(Error::user(
+                Code::UnknownError,
+                "[ddl:8200]Unsupported ALTER table replica for table in system database",
+            ));
+        }
+        self.commit().await?;
+        let engine = self.engine.clone();
+        let _ddl = engine.catalog.ddl_lock().await;
+        if engine.catalog.try_view(&db, &stmt.table).is_some() {
+            return Err(Error::user(Code::WrongObject, format!("'{db}.{}' is not BASE TABLE", stmt.table)));
+        }
+        let mut table = (*engine.catalog.table(&db, &stmt.table)?).clone();
+        let wanted = (stmt.setting.count > 0).then_some(stmt.setting);
+        if table.columnar_replica != wanted {
+            table.columnar_replica = wanted;
+            engine.catalog.put_table(table).await?;
+        }
+        if let Some(column) = engine.column_engine.get() {
+            column.schema_changed();
+        }
+        Ok(QueryResult::ok(0))
+    }
+
     /// Statements handled before the SQL parser (syntax it does not know).
     async fn special(&mut self, sql: &str) -> Option<Result<QueryResult>> {
         // mysqldump wraps version-dependent syntax in executable comments:
@@ -1589,6 +1649,12 @@ impl Session {
         if let Some(stmt) = crate::grants::parse(sql) {
             return Some(match stmt {
                 Ok(stmt) => self.account_stmt(stmt).await,
+                Err(e) => Err(e),
+            });
+        }
+        if let Some(stmt) = crate::replica::parse(sql) {
+            return Some(match stmt {
+                Ok(stmt) => self.set_replica(stmt).await,
                 Err(e) => Err(e),
             });
         }
@@ -2332,7 +2398,7 @@ pub async fn exec_statement(
                     .vars
                     .get("tidb_isolation_read_engines")
                     .and_then(|v| crate::column::ReadEngines::parse(&value_text(v)).ok());
-                if engines.is_some_and(|e| e.try_column(&query)) {
+                if engines.is_some_and(|e| e.try_column(&query, column.as_ref())) {
                     let mut source = crate::column::ScanSource::new(&mut ctx);
                     if let Some(rows) = column.run(&query, &mut source).await? {
                         context::count_reads(context::Read::Columnar, 1);

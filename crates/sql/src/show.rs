@@ -107,6 +107,7 @@ pub fn show_status(
         // Queries the column engine answered, and those it left to the row engine.
         ("Strata_columnar_queries", Value::UInt(reads.get(Read::Columnar))),
         ("Strata_columnar_fallbacks", Value::UInt(reads.get(Read::ColumnarFallback))),
+        ("Strata_columnar_replica_reads", Value::UInt(reads.get(Read::ColumnarReplica))),
         ("Ssl_version", Value::str(ssl_version)),
         ("Ssl_cipher", Value::str(ssl_cipher)),
         // Dropped tables and indexes whose data waits for the GC safe point to be destroyed.
@@ -741,6 +742,17 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
         ),
         "user_privileges" => empty(&["GRANTEE", "TABLE_CATALOG", "PRIVILEGE_TYPE", "IS_GRANTABLE"]),
         "processlist" => empty(&["ID", "USER", "HOST", "DB", "COMMAND", "TIME", "STATE", "INFO"]),
+        // Filled by the session (`binder::LiveTables`): AVAILABLE and PROGRESS come from the
+        // column engine.
+        "tiflash_replica" => empty(&[
+            "TABLE_SCHEMA",
+            "TABLE_NAME",
+            "TABLE_ID",
+            "REPLICA_COUNT",
+            "LOCATION_LABELS",
+            "AVAILABLE",
+            "PROGRESS",
+        ]),
         "views" => (
             text_cols(&[
                 "TABLE_CATALOG",

@@ -177,6 +177,43 @@ impl Transaction {
         self.start_ts
     }
 
+    /// The timestamp plain reads see (per statement under READ COMMITTED).
+    pub fn read_ts(&self) -> Timestamp {
+        self.read_ts
+    }
+
+    /// Waits out (resolving as a read would) every lock in `[start, end)` that blocks a read
+    /// at the snapshot. After it returns, every change committed at or below the read
+    /// timestamp has reached the store's change feed (`kv::ChangeSink`), so a copy fed by
+    /// it can answer for the snapshot.
+    pub async fn check_locks(&self, start: &[u8], end: &[u8]) -> Result<()> {
+        let mut attempt = 0;
+        loop {
+            match self.client.check_locks(start, end, self.read_ts).await {
+                Err(Error::KeyLocked(lock)) if attempt < MAX_RESOLVE_ATTEMPTS => {
+                    resolve_lock(self.client.as_ref(), self.oracle.as_ref(), &lock, attempt).await?;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// This transaction's own writes in `[start, end)` not committed yet, in key order
+    /// (`None` = deleted): what a read of a copy of the store overlays.
+    pub fn own_writes(&self, start: &[u8], end: &[u8]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        if self.buffer.is_empty() && self.stmt.is_empty() {
+            return Vec::new();
+        }
+        let range = (Bound::Included(start.to_vec()), Bound::Excluded(end.to_vec()));
+        let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> =
+            self.buffer.range(range.clone()).map(|(k, v)| (k.clone(), v.clone())).collect();
+        for (k, v) in self.stmt.range(range) {
+            merged.insert(k.clone(), v.clone());
+        }
+        merged.into_iter().collect()
+    }
+
     /// The options it runs with.
     pub fn options(&self) -> TxnOptions {
         self.opts

@@ -1,0 +1,493 @@
+//! Columnar replicas: a copy of a table's rows as Arrow columns, kept current from the row
+//! store's change feed, that the column engine reads instead of decoding rows.
+//!
+//! A replica is a *stable* part — every row visible at one timestamp, sorted by handle, in
+//! Arrow batches — plus a *delta* of the versions committed since, per handle, oldest
+//! first. The delta is fed by the store (`kv::ChangeSink`) as commits apply; the stable part
+//! is built once from a snapshot scan and then rebuilt in the background from itself and
+//! the delta (compaction), behind the oldest running transaction.
+//!
+//! A read at timestamp `T` (the statement's snapshot) is exactly what the row store shows
+//! at `T`:
+//! 1. it waits out the locks in the table's range that block a read at `T`
+//!    (`Transaction::check_locks`); by the feed's ordering contract every change committed
+//!    at or below `T` is then in the delta or the stable part;
+//! 2. for each handle it takes the newest delta version at or below `T`, and the
+//!    transaction's own uncommitted writes over that;
+//! 3. it returns the stable rows whose handle none of those touch, plus the touched rows
+//!    that still exist, decoded.
+//!
+//! A replica answers only when its stable part is at or below `T` (older snapshots go to
+//! the row store) and it was built for the table's current definition (after an ALTER the
+//! row store answers until the rebuild is done).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, BinaryArray, BooleanArray, RecordBatch};
+use datafusion::arrow::compute::{filter_record_batch, interleave};
+use datafusion::arrow::datatypes::Schema;
+use parking_lot::RwLock;
+use strata_codec::keys::{prefix_end, row_prefix, table_of};
+use strata_common::{Error, Result, TableId, Timestamp};
+use strata_kv::{ChangeSink, CommittedChange};
+use strata_sql::catalog::{Schema as Catalog, TableInfo};
+use strata_sql::column::ReplicaState;
+use strata_txn::Transaction;
+
+use crate::convert::{arrow_type, BatchBuilder};
+use crate::Skip;
+
+/// Rows per stable batch.
+pub const BATCH_ROWS: usize = 8192;
+
+/// Rows read per snapshot scan while building.
+const BUILD_CHUNK: usize = 4096;
+
+/// The replicas of one node, and the sink of its change feed.
+#[derive(Default)]
+pub struct ReplicaStore {
+    tables: RwLock<HashMap<i64, Arc<TableReplica>>>,
+    /// Whether any replica exists (the feed's fast path when none does).
+    any: AtomicBool,
+}
+
+/// One table's replica.
+pub struct TableReplica {
+    table_id: i64,
+    /// The row keys' prefix (`t{id}_r`): handles are what follows it.
+    prefix: Vec<u8>,
+    state: RwLock<State>,
+    /// Build progress, 0..=1, as f64 bits.
+    progress: AtomicU64,
+}
+
+struct State {
+    /// The definition the stable part was built for.
+    info: Arc<TableInfo>,
+    /// None while the replica is being built (or its build failed).
+    stable: Option<Arc<Stable>>,
+    /// Versions committed after the stable part's timestamp, per handle, oldest first
+    /// (`None` = deleted).
+    delta: BTreeMap<Vec<u8>, Vec<(Timestamp, Option<Vec<u8>>)>>,
+    /// Versions in `delta`.
+    delta_versions: usize,
+}
+
+/// Every row visible at `ts`, sorted by handle.
+pub struct Stable {
+    /// The snapshot it holds.
+    pub ts: Timestamp,
+    /// Table column positions the batches hold, in order (columns with an Arrow type).
+    pub columns: Vec<usize>,
+    /// Handles per batch.
+    keys: Vec<BinaryArray>,
+    /// The columns per batch (field `c{position}`).
+    batches: Vec<RecordBatch>,
+    /// Total rows.
+    pub rows: usize,
+}
+
+impl Stable {
+    /// Where `handle` is: (batch, row), if present.
+    fn find(&self, handle: &[u8]) -> Option<(usize, usize)> {
+        // The first batch whose last handle is >= handle.
+        let b = self.keys.partition_point(|k| k.value(k.len() - 1) < handle);
+        let keys = self.keys.get(b)?;
+        let (mut lo, mut hi) = (0, keys.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match keys.value(mid).cmp(handle) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some((b, mid)),
+            }
+        }
+        None
+    }
+
+    /// Approximate bytes held.
+    pub fn bytes(&self) -> usize {
+        self.batches.iter().map(|b| b.get_array_memory_size()).sum::<usize>()
+            + self.keys.iter().map(|k| k.get_array_memory_size()).sum::<usize>()
+    }
+}
+
+/// Whether a replica built for `built` can serve reads planned against `now`: the same
+/// table with the same columns and key.
+fn same_shape(built: &TableInfo, now: &TableInfo) -> bool {
+    built.id == now.id && built.columns == now.columns && built.pk == now.pk
+}
+
+fn names(info: &TableInfo) -> Vec<String> {
+    (0..info.columns.len()).map(|i| format!("c{i}")).collect()
+}
+
+/// The table positions a replica of `info` holds: those with an Arrow type.
+fn arrow_columns(info: &TableInfo) -> Vec<usize> {
+    (0..info.columns.len()).filter(|&c| arrow_type(&info.columns[c].ty).is_some()).collect()
+}
+
+fn skip_error(s: Skip) -> Error {
+    Error::internal(format!("columnar replica: {}", s.0))
+}
+
+impl ReplicaStore {
+    /// An empty store.
+    pub fn new() -> ReplicaStore {
+        ReplicaStore::default()
+    }
+
+    /// The replica of `table_id`, if one is kept.
+    pub fn get(&self, table_id: i64) -> Option<Arc<TableReplica>> {
+        self.tables.read().get(&table_id).cloned()
+    }
+
+    /// Its state for information_schema.
+    pub fn state(&self, table_id: i64) -> Option<ReplicaState> {
+        let r = self.get(table_id)?;
+        let available = r.state.read().stable.is_some();
+        Some(ReplicaState { available, progress: if available { 1.0 } else { r.progress() } })
+    }
+
+    /// Matches the replicas to `schema`: tables that want one and have none (or one built
+    /// for another definition) get a new, empty one, returned so the caller builds them;
+    /// replicas nobody wants any more are dropped, and their memory with them.
+    pub fn reconcile(&self, schema: &Catalog) -> Vec<(Arc<TableReplica>, Arc<TableInfo>)> {
+        let wanted: HashMap<i64, Arc<TableInfo>> = schema
+            .all_tables()
+            .into_iter()
+            .filter(|t| t.columnar_replica.as_ref().is_some_and(|r| r.count > 0))
+            .map(|t| (t.id, t))
+            .collect();
+        let mut tables = self.tables.write();
+        tables.retain(|id, r| wanted.get(id).is_some_and(|t| same_shape(&r.state.read().info, t)));
+        let mut new = Vec::new();
+        for (id, info) in wanted {
+            if tables.contains_key(&id) {
+                continue;
+            }
+            let r = Arc::new(TableReplica {
+                table_id: id,
+                prefix: row_prefix(TableId(id)),
+                state: RwLock::new(State {
+                    info: info.clone(),
+                    stable: None,
+                    delta: BTreeMap::new(),
+                    delta_versions: 0,
+                }),
+                progress: AtomicU64::new(0f64.to_bits()),
+            });
+            tables.insert(id, r.clone());
+            new.push((r, info));
+        }
+        self.any.store(!tables.is_empty(), Ordering::Release);
+        new
+    }
+
+    /// Every replica.
+    pub fn all(&self) -> Vec<Arc<TableReplica>> {
+        self.tables.read().values().cloned().collect()
+    }
+}
+
+impl ChangeSink for ReplicaStore {
+    fn wants(&self, key: &[u8]) -> bool {
+        if !self.any.load(Ordering::Acquire) {
+            return false;
+        }
+        let Some(id) = table_of(key) else { return false };
+        self.tables.read().get(&id.0).is_some_and(|r| key.starts_with(&r.prefix))
+    }
+
+    fn committed(&self, changes: Vec<CommittedChange>) {
+        let tables = self.tables.read();
+        for c in changes {
+            let Some(r) = table_of(&c.key).and_then(|id| tables.get(&id.0)) else { continue };
+            let Some(handle) = c.key.strip_prefix(r.prefix.as_slice()) else { continue };
+            let mut st = r.state.write();
+            st.delta.entry(handle.to_vec()).or_default().push((c.commit_ts, c.value));
+            st.delta_versions += 1;
+        }
+    }
+}
+
+impl TableReplica {
+    /// The table it copies.
+    pub fn table_id(&self) -> i64 {
+        self.table_id
+    }
+
+    fn progress(&self) -> f64 {
+        f64::from_bits(self.progress.load(Ordering::Relaxed))
+    }
+
+    /// Builds the stable part from a snapshot read by `txn` (which began after the replica
+    /// was registered, so every later commit is in the delta). `estimate` is the expected
+    /// row count, for the progress shown.
+    pub async fn build(&self, info: &TableInfo, txn: &Transaction, estimate: usize) -> Result<()> {
+        let columns = arrow_columns(info);
+        let types: Vec<_> = info.columns.iter().map(|c| c.ty.clone()).collect();
+        let mut builder = BatchBuilder::new(columns.clone(), &types, &names(info)).map_err(skip_error)?;
+        let mut handles = datafusion::arrow::array::BinaryBuilder::new();
+        let (mut keys, mut batches) = (Vec::new(), Vec::new());
+        let end = prefix_end(&self.prefix);
+        let mut start = self.prefix.clone();
+        let mut rows = 0usize;
+        loop {
+            let chunk = txn.scan(&start, &end, BUILD_CHUNK).await?;
+            let n = chunk.len();
+            for (k, v) in &chunk {
+                let (row, _) = strata_sql::table::decode_row(info, v)?;
+                builder.push(&row).map_err(skip_error)?;
+                handles.append_value(&k[self.prefix.len()..]);
+                rows += 1;
+                if builder.len() >= BATCH_ROWS {
+                    batches.push(builder.finish().map_err(skip_error)?);
+                    keys.push(handles.finish());
+                }
+            }
+            if let Some((last, _)) = chunk.last() {
+                start = last.clone();
+                start.push(0);
+            }
+            let p = if estimate == 0 { 0.0 } else { (rows as f64 / estimate as f64).min(0.99) };
+            self.progress.store(p.to_bits(), Ordering::Relaxed);
+            if n < BUILD_CHUNK {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        if builder.len() > 0 {
+            batches.push(builder.finish().map_err(skip_error)?);
+            keys.push(handles.finish());
+        }
+        let ts = txn.read_ts();
+        let stable = Arc::new(Stable { ts, columns, keys, batches, rows });
+        let mut st = self.state.write();
+        // What the snapshot saw is in the stable part now.
+        prune(&mut st, &|_, t| t <= ts);
+        st.stable = Some(stable);
+        self.progress.store(1f64.to_bits(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Reads the table at `txn`'s snapshot, with its own writes: `columns` (table
+    /// positions) as Arrow batches. `Ok(None)`: this replica cannot answer (not built, built
+    /// for another definition, newer than the snapshot, or lacking a column); the caller
+    /// reads the row store.
+    pub async fn read(&self, info: &TableInfo, columns: &[usize], txn: &Transaction) -> Result<Option<Vec<RecordBatch>>> {
+        let ts = txn.read_ts();
+        {
+            let st = self.state.read();
+            match &st.stable {
+                Some(s) if s.ts <= ts && same_shape(&st.info, info) => {}
+                _ => return Ok(None),
+            }
+        }
+        let end = prefix_end(&self.prefix);
+        txn.check_locks(&self.prefix, &end).await?;
+        // The newest version at or below the snapshot of every handle the delta touches.
+        let (stable, mut changes) = {
+            let st = self.state.read();
+            let Some(stable) = st.stable.clone() else { return Ok(None) };
+            if stable.ts > ts {
+                return Ok(None);
+            }
+            let mut changes: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+            for (h, versions) in &st.delta {
+                if let Some((_, v)) = versions.iter().rev().find(|(t, _)| *t <= ts) {
+                    changes.insert(h.clone(), v.clone());
+                }
+            }
+            (stable, changes)
+        };
+        for (k, v) in txn.own_writes(&self.prefix, &end) {
+            changes.insert(k[self.prefix.len()..].to_vec(), v);
+        }
+        let Some(positions) = columns.iter().map(|c| stable.columns.iter().position(|x| x == c)).collect::<Option<Vec<_>>>()
+        else {
+            return Ok(None);
+        };
+        // Stable rows that a change replaces or deletes.
+        let mut hidden: Vec<Vec<bool>> = Vec::new();
+        for h in changes.keys() {
+            if let Some((b, r)) = stable.find(h) {
+                if hidden.is_empty() {
+                    hidden = stable.batches.iter().map(|b| vec![false; b.num_rows()]).collect();
+                }
+                hidden[b][r] = true;
+            }
+        }
+        let mut out = Vec::with_capacity(stable.batches.len() + 1);
+        for (i, batch) in stable.batches.iter().enumerate() {
+            let projected = batch.project(&positions).map_err(|e| Error::internal(e.to_string()))?;
+            let kept = match hidden.get(i) {
+                Some(mask) if mask.iter().any(|h| *h) => {
+                    let keep = BooleanArray::from(mask.iter().map(|h| !h).collect::<Vec<bool>>());
+                    filter_record_batch(&projected, &keep).map_err(|e| Error::internal(e.to_string()))?
+                }
+                _ => projected,
+            };
+            if kept.num_rows() > 0 {
+                out.push(kept);
+            }
+        }
+        let live: Vec<&Vec<u8>> = changes.values().flatten().collect();
+        if !live.is_empty() {
+            let types: Vec<_> = info.columns.iter().map(|c| c.ty.clone()).collect();
+            let Ok(mut builder) = BatchBuilder::new(columns.to_vec(), &types, &names(info)) else { return Ok(None) };
+            for v in live {
+                let (row, _) = strata_sql::table::decode_row(info, v)?;
+                if builder.push(&row).is_err() {
+                    return Ok(None);
+                }
+                if builder.len() >= BATCH_ROWS {
+                    out.push(builder.finish().map_err(skip_error)?);
+                }
+            }
+            if builder.len() > 0 {
+                out.push(builder.finish().map_err(skip_error)?);
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Folds the delta versions at or below `upto` into a new stable part at `upto`, so
+    /// reads stop re-applying them. Readers keep using the old part meanwhile; versions that
+    /// arrive during the merge stay in the delta.
+    pub fn compact(&self, upto: Timestamp) -> Result<bool> {
+        let (stable, info, changes) = {
+            let st = self.state.read();
+            let Some(stable) = st.stable.clone() else { return Ok(false) };
+            if upto <= stable.ts || st.delta_versions == 0 {
+                return Ok(false);
+            }
+            let mut changes: BTreeMap<Vec<u8>, (Timestamp, Option<Vec<u8>>)> = BTreeMap::new();
+            for (h, versions) in &st.delta {
+                if let Some((t, v)) = versions.iter().rev().find(|(t, _)| *t <= upto) {
+                    changes.insert(h.clone(), (*t, v.clone()));
+                }
+            }
+            (stable, st.info.clone(), changes)
+        };
+        if changes.is_empty() {
+            return Ok(false);
+        }
+        let merged = merge(&stable, &info, &changes, upto)?;
+        let mut st = self.state.write();
+        if !same_shape(&st.info, &info) {
+            return Ok(false);
+        }
+        prune(&mut st, &|h, t| changes.get(h).is_some_and(|(newest, _)| t <= *newest));
+        st.stable = Some(Arc::new(merged));
+        Ok(true)
+    }
+
+    /// Versions waiting in the delta.
+    pub fn delta_versions(&self) -> usize {
+        self.state.read().delta_versions
+    }
+
+    /// The stable part, if built.
+    pub fn stable(&self) -> Option<Arc<Stable>> {
+        self.state.read().stable.clone()
+    }
+}
+
+/// Drops the delta versions `gone(handle, ts)` says the stable part holds.
+fn prune(st: &mut State, gone: &dyn Fn(&[u8], Timestamp) -> bool) {
+    let mut removed = 0;
+    st.delta.retain(|h, versions| {
+        let before = versions.len();
+        versions.retain(|(t, _)| !gone(h, *t));
+        removed += before - versions.len();
+        !versions.is_empty()
+    });
+    st.delta_versions -= removed;
+}
+
+/// The stable part `stable` with `changes` (handle → newest version at or below `ts`)
+/// applied, at `ts`.
+fn merge(
+    stable: &Stable,
+    info: &TableInfo,
+    changes: &BTreeMap<Vec<u8>, (Timestamp, Option<Vec<u8>>)>,
+    ts: Timestamp,
+) -> Result<Stable> {
+    // The changed rows that exist, decoded into one extra source batch.
+    let types: Vec<_> = info.columns.iter().map(|c| c.ty.clone()).collect();
+    let mut builder = BatchBuilder::new(stable.columns.clone(), &types, &names(info)).map_err(skip_error)?;
+    let mut new_keys = datafusion::arrow::array::BinaryBuilder::new();
+    for (h, (_, v)) in changes {
+        if let Some(v) = v {
+            let (row, _) = strata_sql::table::decode_row(info, v)?;
+            builder.push(&row).map_err(skip_error)?;
+            new_keys.append_value(h);
+        }
+    }
+    let added = builder.finish().map_err(skip_error)?;
+    let added_keys = new_keys.finish();
+    let extra = stable.batches.len();
+    // Merge-walk the old rows (sorted) and the changes (sorted) into (source, row) picks.
+    let mut picks: Vec<(usize, usize)> = Vec::with_capacity(stable.rows + added.num_rows());
+    let mut change = changes.iter().peekable();
+    let mut added_row = 0;
+    let mut take_change = |picks: &mut Vec<(usize, usize)>, v: &Option<Vec<u8>>| {
+        if v.is_some() {
+            picks.push((extra, added_row));
+            added_row += 1;
+        }
+    };
+    for (b, keys) in stable.keys.iter().enumerate() {
+        for r in 0..keys.len() {
+            let k = keys.value(r);
+            while let Some((h, (_, v))) = change.peek() {
+                if h.as_slice() < k {
+                    take_change(&mut picks, v);
+                    change.next();
+                } else {
+                    break;
+                }
+            }
+            match change.peek() {
+                Some((h, (_, v))) if h.as_slice() == k => {
+                    take_change(&mut picks, v);
+                    change.next();
+                }
+                _ => picks.push((b, r)),
+            }
+        }
+    }
+    for (_, (_, v)) in change {
+        take_change(&mut picks, v);
+    }
+    // Rebuild the batches (and handles) from the picks.
+    let schema: Arc<Schema> = added.schema();
+    let mut key_sources: Vec<&dyn Array> = stable.keys.iter().map(|k| k as &dyn Array).collect();
+    key_sources.push(&added_keys);
+    let mut keys = Vec::new();
+    let mut batches = Vec::new();
+    for chunk in picks.chunks(BATCH_ROWS) {
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+        for c in 0..schema.fields().len() {
+            let mut sources: Vec<&dyn Array> = stable.batches.iter().map(|b| b.column(c).as_ref()).collect();
+            sources.push(added.column(c).as_ref());
+            arrays.push(interleave(&sources, chunk).map_err(|e| Error::internal(e.to_string()))?);
+        }
+        let options = datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(chunk.len()));
+        batches.push(
+            RecordBatch::try_new_with_options(schema.clone(), arrays, &options)
+                .map_err(|e| Error::internal(e.to_string()))?,
+        );
+        let k = interleave(&key_sources, chunk).map_err(|e| Error::internal(e.to_string()))?;
+        let k = k
+            .as_any()
+            .downcast_ref::<BinaryArray>()
+            .cloned()
+            .ok_or_else(|| Error::internal("handles are not binary"))?;
+        keys.push(k);
+    }
+    Ok(Stable { ts, columns: stable.columns.clone(), keys, batches, rows: picks.len() })
+}
