@@ -6,4 +6,5 @@
 pub mod client;
 
 pub use client::{
-    ChangeSink, Client, CommittedChange, LockMode, Mutation, Oracle, PessimisticLockRequest, PrewriteRequest, TxnStatus};
+    ChangeSink, Client, CommittedChange, LockMode, Mutation, Oracle, PessimisticLockRequest, PrewriteRequest, TxnStatus,
+};

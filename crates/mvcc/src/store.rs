@@ -444,7 +444,14 @@ impl MvccStore {
     /// Turns `key`'s prewrite lock `held` into a commit record at `commit_ts`, with its value
     /// (inside the record if short, in the data CF if not), and notes the change for the
     /// sink if it wants the key.
-    fn commit_key(&self, changes: &mut Changes, key: &[u8], enc: &[u8], held: Held, commit_ts: Timestamp) -> Result<()> {
+    fn commit_key(
+        &self,
+        changes: &mut Changes,
+        key: &[u8],
+        enc: &[u8],
+        held: Held,
+        commit_ts: Timestamp,
+    ) -> Result<()> {
         changes.remove_lock(key, &held);
         let l = held.lock;
         if matches!(l.kind, Kind::Put | Kind::Delete) && self.sink.read().as_ref().is_some_and(|s| s.wants(key)) {

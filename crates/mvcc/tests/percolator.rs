@@ -419,7 +419,13 @@ async fn change_feed_gets_committed_puts_and_deletes_before_their_locks_go() {
     let seen = rec.seen.lock().clone();
     let got: Vec<(String, u64, Option<usize>)> = seen
         .iter()
-        .map(|(ch, _)| (String::from_utf8_lossy(&ch.key).into_owned(), ch.commit_ts.physical_ms(), ch.value.as_ref().map(|v| v.len())))
+        .map(|(ch, _)| {
+            (
+                String::from_utf8_lossy(&ch.key).into_owned(),
+                ch.commit_ts.physical_ms(),
+                ch.value.as_ref().map(|v| v.len()),
+            )
+        })
         .collect();
     let expect = vec![
         ("t1".to_string(), 11, Some(1)),

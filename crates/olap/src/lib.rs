@@ -41,11 +41,11 @@ use replica::ReplicaStore;
 use strata_common::{Error, Result};
 use strata_kv::LockMode;
 use strata_sql::column::{ColumnEngine, ReplicaState, ScanSource};
-use strata_sql::session::Engine;
-use strata_txn::{Isolation, Transaction, TxnOptions};
 use strata_sql::context::MemTracker;
 use strata_sql::expr::Row;
 use strata_sql::plan::Query;
+use strata_sql::session::Engine;
+use strata_txn::{Isolation, Transaction, TxnOptions};
 
 /// Why a query is left to the row engine.
 #[derive(Clone, Debug)]

@@ -277,7 +277,12 @@ impl TableReplica {
     /// positions) as Arrow batches. `Ok(None)`: this replica cannot answer (not built, built
     /// for another definition, newer than the snapshot, or lacking a column); the caller
     /// reads the row store.
-    pub async fn read(&self, info: &TableInfo, columns: &[usize], txn: &Transaction) -> Result<Option<Vec<RecordBatch>>> {
+    pub async fn read(
+        &self,
+        info: &TableInfo,
+        columns: &[usize],
+        txn: &Transaction,
+    ) -> Result<Option<Vec<RecordBatch>>> {
         let ts = txn.read_ts();
         {
             let st = self.state.read();
@@ -306,7 +311,8 @@ impl TableReplica {
         for (k, v) in txn.own_writes(&self.prefix, &end) {
             changes.insert(k[self.prefix.len()..].to_vec(), v);
         }
-        let Some(positions) = columns.iter().map(|c| stable.columns.iter().position(|x| x == c)).collect::<Option<Vec<_>>>()
+        let Some(positions) =
+            columns.iter().map(|c| stable.columns.iter().position(|x| x == c)).collect::<Option<Vec<_>>>()
         else {
             return Ok(None);
         };

@@ -31,8 +31,8 @@ use datafusion::logical_expr::{
 };
 use strata_common::time::DateTime;
 use strata_common::Value;
-use strata_sql::expr::{AggCall, AggFunc, BinOp, CastType, EvalCtx, Expr, SubqueryKind, SubqueryValues, UnaryOp};
 use strata_sql::catalog::TableInfo;
+use strata_sql::expr::{AggCall, AggFunc, BinOp, CastType, EvalCtx, Expr, SubqueryKind, SubqueryValues, UnaryOp};
 use strata_sql::plan::{Access, JoinKind, Plan, Query, SubqueryPlan};
 use strata_sql::types::ColumnType;
 use strata_sql::typing::{expr_type, int_digits, SqlType, TypeEnv};

@@ -50,11 +50,7 @@ pub fn parse(sql: &str) -> Option<Result<SetReplica>> {
         return None;
     }
     let first = p.name().ok()?;
-    let (db, table) = if p.eat_token(&Token::Period) {
-        (Some(first), p.name().ok()?)
-    } else {
-        (None, first)
-    };
+    let (db, table) = if p.eat_token(&Token::Period) { (Some(first), p.name().ok()?) } else { (None, first) };
     if !(p.eat_seq(&["SET", "TIFLASH", "REPLICA"]) || p.eat_seq(&["SET", "COLUMNAR", "REPLICA"])) {
         return None; // some other ALTER TABLE: the SQL parser's
     }

@@ -57,9 +57,7 @@ const Q: &str = "SELECT k % 7 AS g, COUNT(*), SUM(v), MIN(s), MAX(d) FROM h.t WH
 async fn answer(c: &mut Conn, engines: &str) -> Vec<Vec<Option<String>>> {
     c.query_drop(format!("SET SESSION tidb_isolation_read_engines = '{engines}'")).await.expect("set engines");
     let rows: Vec<mysql_async::Row> = c.query(Q).await.expect("query");
-    rows.into_iter()
-        .map(|r| (0..r.len()).map(|i| r.get::<Option<String>, _>(i).flatten()).collect())
-        .collect()
+    rows.into_iter().map(|r| (0..r.len()).map(|i| r.get::<Option<String>, _>(i).flatten()).collect()).collect()
 }
 
 /// The replica's answer (checked to come from it) and the row engine's, in the current
@@ -88,7 +86,12 @@ async fn setup(pool: &Pool) {
         let values: Vec<String> = (start..start + 1_000)
             .map(|i| {
                 let s = if i % 11 == 0 { "NULL".to_string() } else { format!("'s{:04}'", i % 500) };
-                format!("({i}, {}, {}.25, {s}, DATE '2024-01-01' + INTERVAL {} DAY)", i * 13 % 1000, 100 + i % 50, i % 300)
+                format!(
+                    "({i}, {}, {}.25, {s}, DATE '2024-01-01' + INTERVAL {} DAY)",
+                    i * 13 % 1000,
+                    100 + i % 50,
+                    i % 300
+                )
             })
             .collect();
         c.query_drop(format!("INSERT INTO h.t VALUES {}", values.join(","))).await.expect("insert");
