@@ -497,3 +497,116 @@ fn merge(
     }
     Ok(Stable { ts, columns: stable.columns.clone(), keys, batches, rows: picks.len() })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::Int64Array;
+    use strata_kv::{Client, Oracle};
+    use strata_mvcc::{LocalClient, LocalOracle, MvccStore, SystemClock};
+    use strata_sql::session::Engine;
+    use strata_storage::MemoryEngine;
+    use strata_txn::TxnOptions;
+
+    async fn engine() -> Arc<Engine> {
+        let kv = Arc::new(MemoryEngine::new());
+        let client: Arc<dyn Client> =
+            Arc::new(LocalClient::new(Arc::new(MvccStore::open(kv.clone()).expect("store")), false));
+        let oracle: Arc<dyn Oracle> = Arc::new(LocalOracle::open(kv, Arc::new(SystemClock)).expect("oracle"));
+        Engine::open(client, oracle).await.expect("engine")
+    }
+
+    async fn run(sql: &Arc<Engine>, text: &str) {
+        let mut s = sql.session("root");
+        for r in s.execute(text).await {
+            r.expect(text);
+        }
+    }
+
+    /// (id, v) pairs the replica gives at a fresh snapshot, sorted by id.
+    async fn replica_rows(sql: &Arc<Engine>, r: &TableReplica, info: &TableInfo) -> Vec<(i64, Option<i64>)> {
+        let txn = Transaction::begin(sql.client.clone(), sql.oracle.clone(), TxnOptions::default()).await.expect("txn");
+        let batches = r.read(info, &[0, 1], &txn).await.expect("read").expect("the replica answers");
+        let mut out = Vec::new();
+        for b in batches {
+            let ids = b.column(0).as_any().downcast_ref::<Int64Array>().expect("ids");
+            let vs = b.column(1).as_any().downcast_ref::<Int64Array>().expect("values");
+            for i in 0..b.num_rows() {
+                out.push((ids.value(i), vs.is_valid(i).then(|| vs.value(i))));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// What the row store holds, for comparison.
+    async fn model(sql: &Arc<Engine>) -> Vec<(i64, Option<i64>)> {
+        let mut s = sql.session("root");
+        let r = s.execute("SELECT id, v FROM d.t ORDER BY id").await.remove(0).expect("select");
+        let strata_sql::result::QueryResult::Rows { rows, .. } = r else { panic!("rows") };
+        rows.into_iter()
+            .map(|r| {
+                let int = |v: &strata_common::Value| match v {
+                    strata_common::Value::Int(i) => Some(*i),
+                    strata_common::Value::Null => None,
+                    other => panic!("{other:?}"),
+                };
+                (int(&r[0]).expect("id"), int(&r[1]))
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn feed_compaction_and_reads_track_the_row_store() {
+        let sql = engine().await;
+        run(&sql, "CREATE DATABASE d").await;
+        run(&sql, "CREATE TABLE d.t (id BIGINT PRIMARY KEY, v BIGINT)").await;
+        let values: Vec<String> = (0..20_000).map(|i| format!("({i}, {})", i * 2)).collect();
+        run(&sql, &format!("INSERT INTO d.t VALUES {}", values.join(","))).await;
+        run(&sql, "ALTER TABLE d.t SET TIFLASH REPLICA 1").await;
+
+        let store = Arc::new(ReplicaStore::new());
+        sql.client.subscribe(store.clone()).expect("subscribe");
+        let new = store.reconcile(&sql.catalog.schema());
+        assert_eq!(new.len(), 1);
+        let (r, info) = new.into_iter().next().expect("one");
+        assert_eq!(store.state(info.id).map(|s| s.available), Some(false));
+        // A write between registration and the build's snapshot is seen once.
+        run(&sql, "UPDATE d.t SET v = -1 WHERE id = 3").await;
+        let txn = Transaction::begin(sql.client.clone(), sql.oracle.clone(), TxnOptions::default()).await.expect("txn");
+        r.build(&info, &txn, 20_000).await.expect("build");
+        assert_eq!(store.state(info.id).map(|s| s.available), Some(true));
+        assert_eq!(r.delta_versions(), 0, "what the snapshot saw leaves the delta");
+        assert_eq!(replica_rows(&sql, &r, &info).await, model(&sql).await);
+
+        // Writes of every kind, across stable batch boundaries, then compaction rounds.
+        run(&sql, "UPDATE d.t SET v = v + 1 WHERE id % 1000 = 7").await;
+        run(&sql, "DELETE FROM d.t WHERE id BETWEEN 8000 AND 8300 OR id = 0 OR id = 19999").await;
+        run(&sql, "INSERT INTO d.t VALUES (-5, NULL), (50000, 1), (8100, 81)").await;
+        assert!(r.delta_versions() > 300);
+        assert_eq!(replica_rows(&sql, &r, &info).await, model(&sql).await);
+        let old = r.stable().expect("stable");
+        // A snapshot taken before the compaction keeps reading through the old stable part.
+        let early = Transaction::begin(sql.client.clone(), sql.oracle.clone(), TxnOptions::default()).await.expect("txn");
+        let upto = sql.oracle.get_ts().await.expect("ts");
+        assert!(r.compact(upto).expect("compact"));
+        assert_eq!(r.delta_versions(), 0);
+        let new_stable = r.stable().expect("stable");
+        assert_eq!(new_stable.ts, upto);
+        assert_eq!(new_stable.rows, old.rows - 303 + 3);
+        assert_eq!(replica_rows(&sql, &r, &info).await, model(&sql).await);
+        assert!(r.read(&info, &[0, 1], &early).await.expect("read").is_none(), "older than the stable part");
+
+        run(&sql, "UPDATE d.t SET v = 0 WHERE id < 100").await;
+        run(&sql, "DELETE FROM d.t WHERE id > 15000").await;
+        assert!(r.compact(sql.oracle.get_ts().await.expect("ts")).expect("compact"));
+        run(&sql, "INSERT INTO d.t VALUES (15001, 7)").await;
+        assert_eq!(replica_rows(&sql, &r, &info).await, model(&sql).await);
+
+        // REPLICA 0 drops it.
+        run(&sql, "ALTER TABLE d.t SET TIFLASH REPLICA 0").await;
+        assert!(store.reconcile(&sql.catalog.schema()).is_empty());
+        assert!(store.get(info.id).is_none());
+        assert!(!store.wants(&strata_sql::table::row_key(&info, b"x")));
+    }
+}
