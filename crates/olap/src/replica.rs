@@ -63,6 +63,10 @@ pub struct TableReplica {
     progress: AtomicU64,
 }
 
+/// One handle's versions in the delta: (commit ts, value or `None` for a delete), oldest
+/// first.
+type Versions = Vec<(Timestamp, Option<Vec<u8>>)>;
+
 struct State {
     /// The definition the stable part was built for.
     info: Arc<TableInfo>,
@@ -70,7 +74,7 @@ struct State {
     stable: Option<Arc<Stable>>,
     /// Versions committed after the stable part's timestamp, per handle, oldest first
     /// (`None` = deleted).
-    delta: BTreeMap<Vec<u8>, Vec<(Timestamp, Option<Vec<u8>>)>>,
+    delta: BTreeMap<Vec<u8>, Versions>,
     /// Versions in `delta`.
     delta_versions: usize,
 }
