@@ -560,8 +560,19 @@ mod tests {
             .collect()
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn feed_compaction_and_reads_track_the_row_store() {
+    /// The SQL layer expects the server's thread stacks (`depth::STACK_SIZE`).
+    #[test]
+    fn feed_compaction_and_reads_track_the_row_store() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_stack_size(strata_sql::depth::STACK_SIZE)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async { rt.spawn(scenario()).await.expect("no panic") });
+    }
+
+    async fn scenario() {
         let sql = engine().await;
         run(&sql, "CREATE DATABASE d").await;
         run(&sql, "CREATE TABLE d.t (id BIGINT PRIMARY KEY, v BIGINT)").await;
@@ -591,7 +602,8 @@ mod tests {
         assert_eq!(replica_rows(&sql, &r, &info).await, model(&sql).await);
         let old = r.stable().expect("stable");
         // A snapshot taken before the compaction keeps reading through the old stable part.
-        let early = Transaction::begin(sql.client.clone(), sql.oracle.clone(), TxnOptions::default()).await.expect("txn");
+        let early =
+            Transaction::begin(sql.client.clone(), sql.oracle.clone(), TxnOptions::default()).await.expect("txn");
         let upto = sql.oracle.get_ts().await.expect("ts");
         assert!(r.compact(upto).expect("compact"));
         assert_eq!(r.delta_versions(), 0);
