@@ -423,11 +423,13 @@ impl MvccStore {
     pub fn commit(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp, sync: bool) -> Result<()> {
         let _g = self.latches.acquire(keys.iter());
         let mut changes = Changes::default();
+        // Read once per command: the feed's subscriber does not change under a commit.
+        let sink = self.sink.read().clone();
         for key in keys {
             let enc = encode_user_key(key);
             match self.load_lock(key) {
                 Some(h) if h.lock.start_ts == start_ts && h.lock.kind != Kind::Pessimistic => {
-                    self.commit_key(&mut changes, key, &enc, h, commit_ts)?;
+                    self.commit_key(&mut changes, sink.as_deref(), key, &enc, h, commit_ts)?;
                 }
                 Some(h) if h.lock.start_ts == start_ts => {
                     return Err(Error::internal("commit of a key that was locked but never prewritten"));
@@ -447,6 +449,7 @@ impl MvccStore {
     fn commit_key(
         &self,
         changes: &mut Changes,
+        sink: Option<&dyn ChangeSink>,
         key: &[u8],
         enc: &[u8],
         held: Held,
@@ -454,7 +457,7 @@ impl MvccStore {
     ) -> Result<()> {
         changes.remove_lock(key, &held);
         let l = held.lock;
-        if matches!(l.kind, Kind::Put | Kind::Delete) && self.sink.read().as_ref().is_some_and(|s| s.wants(key)) {
+        if matches!(l.kind, Kind::Put | Kind::Delete) && sink.is_some_and(|s| s.wants(key)) {
             let value = match (l.kind, &l.short_value) {
                 (Kind::Put, Some(v)) => Some(v.clone()),
                 // A lock from disk whose long value is in the data CF already.
@@ -578,6 +581,7 @@ impl MvccStore {
     ) -> Result<()> {
         let _g = self.latches.acquire(keys.iter());
         let mut changes = Changes::default();
+        let sink = self.sink.read().clone();
         for key in keys {
             let Some(h) = self.load_lock(key) else { continue };
             if h.lock.start_ts != start_ts {
@@ -585,7 +589,7 @@ impl MvccStore {
             }
             match commit_ts {
                 Some(ts) if h.lock.kind != Kind::Pessimistic => {
-                    self.commit_key(&mut changes, key, &encode_user_key(key), h, ts)?;
+                    self.commit_key(&mut changes, sink.as_deref(), key, &encode_user_key(key), h, ts)?;
                 }
                 _ => self.rollback_key(&mut changes, key, start_ts)?,
             }

@@ -402,19 +402,7 @@ fn keyed_by_outer(plan: &Plan, depth: usize) -> bool {
         Plan::Join { left, right, correlated, .. } => {
             keyed_by_outer(left, depth) || keyed_by_outer(right, depth + usize::from(*correlated))
         }
-        Plan::HashJoin { left, right, .. } => keyed_by_outer(left, depth) || keyed_by_outer(right, depth),
-        Plan::Union { inputs, .. } => inputs.iter().any(|p| keyed_by_outer(p, depth)),
-        Plan::SetOp { left, right, .. } => keyed_by_outer(left, depth) || keyed_by_outer(right, depth),
-        Plan::Recursive { seed, step, .. } => keyed_by_outer(seed, depth) || keyed_by_outer(step, depth),
-        Plan::Filter { input, .. }
-        | Plan::Project { input, .. }
-        | Plan::Aggregate { input, .. }
-        | Plan::Sort { input, .. }
-        | Plan::Limit { input, .. }
-        | Plan::Distinct { input }
-        | Plan::Window { input, .. }
-        | Plan::Truncate { input, .. } => keyed_by_outer(input, depth),
-        Plan::Dual | Plan::Values(_) | Plan::WorkTable(_) => false,
+        other => other.children().into_iter().any(|c| keyed_by_outer(c, depth)),
     }
 }
 
