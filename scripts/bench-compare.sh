@@ -9,6 +9,9 @@
 # Settings, from the environment (defaults in brackets):
 #   TPC-C:  WAREHOUSES [4]  THREADS [8]  TIME [60s]  WARMUP [10s]
 #   TPC-H:  SF [0.1]  REPEAT [3]  QUERIES [1-22]  TPCH_TIMEOUT [5m]
+#           REPLICAS [1]     columnar replicas per table on Strata (0: none)
+#           ROW_ENGINE [1]   1 also runs the queries on Strata with the row engine only
+#           DUCKDB [1]       1 also times DuckDB (pip's duckdb) on the same data and texts
 #   LOAD_THREADS [4]     connections that load data
 #   OUT [bench-results/<UTC time>]   where results go
 #   STRATA [target/release/strata, built here]   the Strata binary, also the driver
@@ -35,6 +38,9 @@ SF=${SF:-0.1}
 REPEAT=${REPEAT:-3}
 QUERIES=${QUERIES:-1-22}
 TPCH_TIMEOUT=${TPCH_TIMEOUT:-5m}
+REPLICAS=${REPLICAS:-1}
+ROW_ENGINE=${ROW_ENGINE:-1}
+DUCKDB=${DUCKDB:-1}
 LOAD_THREADS=${LOAD_THREADS:-4}
 MARIADB_BP=${MARIADB_BP:-2G}
 KEEP_DATA=${KEEP_DATA:-0}
@@ -168,7 +174,10 @@ fi
 if [ "$WHAT" != tpcc ]; then
   for sys in "${SYSTEMS[@]}"; do
     echo "== TPC-H on ${LABEL[$sys]}: prepare SF $SF"
-    timed "$sys-tpch" step "$sys-tpch-prepare" bench "$sys" tpch prepare --sf "$SF" --threads "$LOAD_THREADS"
+    replicas=()
+    if [ "$sys" = strata ] && [ "$REPLICAS" != 0 ]; then replicas=(--tiflash-replica "$REPLICAS"); fi
+    timed "$sys-tpch" step "$sys-tpch-prepare" bench "$sys" tpch prepare --sf "$SF" --threads "$LOAD_THREADS" \
+      "${replicas[@]}"
   done
   for sys in "${SYSTEMS[@]}"; do
     echo "== TPC-H on ${LABEL[$sys]}: queries $QUERIES, $REPEAT runs each, checked"
@@ -181,6 +190,24 @@ if [ "$WHAT" != tpcc ]; then
     fi
     [ -f "$OUT/$sys-tpch.json" ] && JSONS+=("$OUT/$sys-tpch.json")
   done
+  if [ "$ROW_ENGINE" = 1 ]; then
+    echo "== TPC-H on ${LABEL[strata]}, row engine only: queries $QUERIES, $REPEAT runs each, checked"
+    if step strata-row-tpch-run bench strata tpch check --queries "$QUERIES" --repeat "$REPEAT" \
+      --timeout "$TPCH_TIMEOUT" --label "${LABEL[strata]} row engine" --json "$OUT/strata-row-tpch.json" \
+      --init-sql "SET SESSION tidb_isolation_read_engines = 'tikv'"; then
+      CHECK[strata-row-tpch]=pass
+    else
+      CHECK[strata-row-tpch]=FAIL
+      STATUS=1
+    fi
+    [ -f "$OUT/strata-row-tpch.json" ] && JSONS+=("$OUT/strata-row-tpch.json")
+  fi
+  if [ "$DUCKDB" = 1 ]; then
+    python3 -c 'import duckdb' 2>/dev/null || python3 -m pip install --quiet duckdb
+    echo "== TPC-H on DuckDB (pip), in process: $REPEAT runs each, checked"
+    step duckdb-tpch-run env STRATA="$STRATA" python3 scripts/tpch-duckdb.py "$SF" "$OUT/duckdb-tpch.json" "$REPEAT"
+    JSONS+=("$OUT/duckdb-tpch.json")
+  fi
 fi
 
 MACHINE="$(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p' | head -1)), $(free -g | awk '/^Mem:/{print $2}') GiB"

@@ -76,6 +76,10 @@ pub struct TpchPrepare {
     /// Connections loading in parallel.
     #[arg(long, short = 'T', default_value_t = 4)]
     pub threads: usize,
+    /// Columnar replicas to give each table after loading (TiDB's `SET TIFLASH REPLICA`, as
+    /// go-tpc's flag of the same name); prepare waits until they are available.
+    #[arg(long, default_value_t = 0)]
+    pub tiflash_replica: u32,
 }
 
 /// `tpch run` / `tpch check`.
@@ -105,6 +109,10 @@ pub struct TpchRun {
     /// Write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// A statement to run on each connection before the queries, e.g. `SET SESSION
+    /// tidb_isolation_read_engines = 'tikv'` (repeatable).
+    #[arg(long = "init-sql")]
+    pub init_sql: Vec<String>,
 }
 
 /// `tpch dbgen`.
@@ -230,6 +238,7 @@ async fn tpch_run(a: TpchRun, check: bool) -> Result<()> {
         answers: a.answers,
         label: a.label,
         json: a.json,
+        init_sql: a.init_sql,
     };
     let report = tpch::run::run(&a.target, &db, opts).await?;
     if check {
@@ -286,7 +295,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         },
         BenchCommand::Tpch { command } => match command {
             TpchCommand::Prepare(a) => {
-                tpch::prepare::prepare(&a.target, &a.target.db_or(TPCH_DB), a.sf, a.threads).await?
+                tpch::prepare::prepare(&a.target, &a.target.db_or(TPCH_DB), a.sf, a.threads, a.tiflash_replica).await?
             }
             TpchCommand::Run(a) => tpch_run(a, false).await?,
             TpchCommand::Check(a) => tpch_run(a, true).await?,

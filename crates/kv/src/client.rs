@@ -133,6 +133,22 @@ pub trait Client: Send + Sync + 'static {
     async fn check_locks(&self, start: &[u8], end: &[u8], ts: Timestamp) -> Result<()> {
         self.scan(start, end, ts, 0).await.map(|_| ())
     }
+    /// The keys of `[start, end)` whose newest version at or below `ts` was committed after
+    /// `after` (at most `limit`, in key order), each with that version: how a copy of the
+    /// range taken at `after` catches up to `ts` (a columnar replica after a restart).
+    /// Fails with `Error::KeyLocked` like `scan`. Only exact while the GC safe point is at
+    /// or below `after`. A store that cannot list changes says so.
+    async fn scan_changes(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        after: Timestamp,
+        ts: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<CommittedChange>> {
+        let _ = (start, end, after, ts, limit);
+        Err(strata_common::Error::internal("this store does not list changes"))
+    }
     /// Hands every change committed from now on to `sink` (see `ChangeSink`). A store that
     /// cannot feed changes says so.
     fn subscribe(&self, sink: std::sync::Arc<dyn ChangeSink>) -> Result<()> {

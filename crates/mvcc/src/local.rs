@@ -171,6 +171,17 @@ impl Client for LocalClient {
         self.store.check_locks(start, end, ts)
     }
 
+    async fn scan_changes(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        after: Timestamp,
+        ts: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<strata_kv::CommittedChange>> {
+        self.store.scan_changes(start, end, after, ts, limit)
+    }
+
     fn subscribe(&self, sink: Arc<dyn strata_kv::ChangeSink>) -> Result<()> {
         self.store.subscribe(sink);
         Ok(())

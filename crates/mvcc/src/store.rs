@@ -207,6 +207,57 @@ impl MvccStore {
         }
     }
 
+    /// The keys of `[start, end)` whose newest version at or below `ts` was committed after
+    /// `after`, up to `limit` of them, in key order: that version, a Put with its value or a
+    /// Delete. Fails like `scan` on a lock that blocks a read at `ts`. What a copy of the
+    /// range taken at `after` needs to be the range at `ts` — as long as GC has not passed
+    /// `after` (it may have dropped a deletion the copy still has).
+    pub fn scan_changes(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        after: Timestamp,
+        ts: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<CommittedChange>> {
+        let blocking = self.locks.find_in_range(start, end, |l| Self::blocks_read(l, ts));
+        let (enc_start, enc_end) = (encode_user_key(start), encode_user_key(end));
+        let mut c = self.engine.cursor(Cf::Write, &enc_start, &enc_end)?;
+        let mut out = Vec::new();
+        c.seek(&enc_start);
+        while c.valid()? && out.len() < limit {
+            let (enc, commit_ts) = split_versioned(c.key())?;
+            let enc = enc.to_vec();
+            if commit_ts > ts {
+                c.seek(&versioned(&enc, ts));
+            }
+            // This key's versions newest first, all <= ts: the first data record, if it is
+            // newer than `after`.
+            while c.valid()? {
+                let (k, commit_ts) = split_versioned(c.key())?;
+                if k != enc.as_slice() || commit_ts <= after {
+                    break;
+                }
+                let w = Write::decode(c.value())?;
+                if matches!(w.kind, Kind::Put | Kind::Delete) {
+                    let value = self.value_of(&enc, w)?;
+                    out.push(CommittedChange { key: decode_user_key(&enc)?, commit_ts, value });
+                    break;
+                }
+                c.next();
+            }
+            c.seek(&versioned(&enc, Timestamp::ZERO));
+            if c.valid()? && split_versioned(c.key())?.0 == enc.as_slice() {
+                c.next();
+            }
+        }
+        let bound = if out.len() >= limit { out.last().map(|c| c.key.clone()) } else { None };
+        match blocking {
+            Some((key, l)) if bound.as_ref().is_none_or(|b| key <= *b) => Err(lock_info(&key, &l)),
+            _ => Ok(out),
+        }
+    }
+
     /// Finds the write record `start_ts` left on `key` (commit or rollback), if any.
     fn find_own_write(&self, enc: &[u8], start_ts: Timestamp) -> Result<Option<(Timestamp, Write)>> {
         let mut upper = enc.to_vec();

@@ -437,3 +437,53 @@ async fn change_feed_gets_committed_puts_and_deletes_before_their_locks_go() {
     assert_eq!(got, expect);
     assert!(seen.iter().all(|(_, locked)| *locked), "every change arrives while its lock is held");
 }
+
+#[tokio::test]
+async fn scan_changes_lists_the_newest_version_committed_after_a_timestamp() {
+    let store = Arc::new(MvccStore::open(Arc::new(MemoryEngine::new())).expect("open store"));
+    let c = LocalClient::new(store, false);
+    let big = "z".repeat(1000);
+    write(&c, vec![put("a", "a1"), put("b", "b1"), put("c", "c1"), put("d", "d1")], 10, 11).await;
+    // After 15: b changes twice, c is deleted, e appears with a long value; d is only locked.
+    write(&c, vec![put("b", "b2"), Mutation::Delete(b"c".to_vec()), Mutation::Lock(b"d".to_vec())], 20, 21).await;
+    write(&c, vec![put("b", "b3"), put("e", &big)], 30, 31).await;
+    c.prewrite(prewrite(vec![put("a", "rolled back")], ts(40), LockMode::Optimistic)).await.expect("prewrite");
+    c.rollback(&[b"a".to_vec()], ts(40)).await.expect("rollback");
+    write(&c, vec![put("f", "later")], 50, 51).await;
+
+    let list = |after: u64, at: u64, limit: usize| {
+        let c = &c;
+        async move {
+            c.scan_changes(b"a", b"z", ts(after), ts(at), limit)
+                .await
+                .expect("scan changes")
+                .into_iter()
+                .map(|ch| {
+                    let v = ch.value.map(|v| {
+                        if v.len() > 10 {
+                            format!("{} bytes", v.len())
+                        } else {
+                            String::from_utf8(v).expect("utf8")
+                        }
+                    });
+                    (String::from_utf8(ch.key).expect("utf8"), ch.commit_ts.physical_ms(), v)
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let s = |k: &str, t: u64, v: Option<&str>| (k.to_string(), t, v.map(str::to_string));
+    // Newest at or below 45, committed after 15 (rollbacks and lock-only records are not changes).
+    assert_eq!(list(15, 45, 100).await, vec![s("b", 31, Some("b3")), s("c", 21, None), s("e", 31, Some("1000 bytes"))]);
+    // At 25 the newest of b is b2; e does not exist yet.
+    assert_eq!(list(15, 25, 100).await, vec![s("b", 21, Some("b2")), s("c", 21, None)]);
+    // Nothing changed after 31 up to 45; f comes in at 51.
+    assert!(list(31, 45, 100).await.is_empty());
+    assert_eq!(list(31, 60, 100).await, vec![s("f", 51, Some("later"))]);
+    // The limit cuts the list in key order.
+    assert_eq!(list(0, 60, 2).await, vec![s("a", 11, Some("a1")), s("b", 31, Some("b3"))]);
+    // A lock that may commit below the read blocks it, as it blocks a scan.
+    c.prewrite(prewrite(vec![put("c", "pending")], ts(70), LockMode::Optimistic)).await.expect("prewrite");
+    assert!(matches!(c.scan_changes(b"a", b"z", ts(15), ts(80), 100).await, Err(Error::KeyLocked(_))));
+    assert!(c.scan_changes(b"a", b"z", ts(15), ts(60), 100).await.is_ok(), "an older read is not blocked");
+    assert!(c.scan_changes(b"a", b"b", ts(15), ts(80), 100).await.is_ok(), "nor one of another range");
+}

@@ -18,6 +18,7 @@
 //! query between batches.
 
 mod convert;
+mod persist;
 mod provider;
 pub mod replica;
 mod translate;
@@ -37,9 +38,10 @@ use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionConfig;
 use futures_util::StreamExt;
 use parking_lot::Mutex;
-use replica::ReplicaStore;
+use replica::{Origin, ReplicaStore};
 use strata_common::{Error, Result};
 use strata_kv::LockMode;
+use strata_sql::catalog::TableInfo;
 use strata_sql::column::{ColumnEngine, ReplicaState, ScanSource};
 use strata_sql::context::MemTracker;
 use strata_sql::expr::Row;
@@ -87,23 +89,35 @@ impl OlapEngine {
     }
 
     /// The engine of a server: subscribes its replicas to `sql`'s store and starts the
-    /// background task that builds, compacts and drops them as the schema says, until
-    /// `sql` is dropped.
-    pub fn start(sql: &Arc<Engine>) -> Result<Arc<OlapEngine>> {
-        let olap = Arc::new(OlapEngine::default());
+    /// background task that builds, loads, compacts, writes and drops them as the schema
+    /// says, until `sql` is dropped. Stable parts are written to `dir` (if given), and the
+    /// replicas found there are loaded instead of rebuilt. Call it before GC starts: the
+    /// replicas on disk hold GC back from the moment this returns.
+    pub fn start(sql: &Arc<Engine>, dir: Option<std::path::PathBuf>) -> Result<Arc<OlapEngine>> {
+        let replicas = Arc::new(match dir {
+            Some(d) => ReplicaStore::with_dir(d),
+            None => ReplicaStore::new(),
+        });
+        let olap = Arc::new(OlapEngine { replicas, wake: Default::default() });
         sql.client.subscribe(olap.replicas.clone())?;
+        // The replicas the catalog wants now, registered before GC can run.
+        let seen = sql.catalog.version();
+        let first = olap.replicas.reconcile(&sql.catalog.schema());
+        for (r, info, origin) in first {
+            tokio::spawn(prepare(sql.clone(), olap.replicas.clone(), r, info, origin));
+        }
         let weak = Arc::downgrade(sql);
         let (replicas, wake) = (olap.replicas.clone(), olap.wake.clone());
         tokio::spawn(async move {
-            let mut seen_version = 0;
+            let mut seen_version = seen;
             let mut last_compact = std::time::Instant::now();
             loop {
                 let Some(sql) = weak.upgrade() else { return };
                 let version = sql.catalog.version();
                 if version != seen_version {
                     seen_version = version;
-                    for (r, info) in replicas.reconcile(&sql.catalog.schema()) {
-                        tokio::spawn(build(sql.clone(), r, info));
+                    for (r, info, origin) in replicas.reconcile(&sql.catalog.schema()) {
+                        tokio::spawn(prepare(sql.clone(), replicas.clone(), r, info, origin));
                     }
                 }
                 let due = last_compact.elapsed() >= COMPACT_AGE;
@@ -130,31 +144,106 @@ impl OlapEngine {
     }
 }
 
-/// Builds a new replica from a snapshot taken after it was registered with the feed.
-async fn build(sql: Arc<Engine>, replica: Arc<replica::TableReplica>, info: Arc<strata_sql::catalog::TableInfo>) {
-    let opts = TxnOptions { mode: LockMode::Optimistic, isolation: Isolation::RepeatableRead, lock_wait_timeout_ms: 0 };
+/// Readies a new replica (registered with the feed already): from its file and the
+/// changes since when it has one that reads back, else from a snapshot scan; then writes
+/// its file.
+async fn prepare(
+    sql: Arc<Engine>,
+    store: Arc<ReplicaStore>,
+    replica: Arc<replica::TableReplica>,
+    info: Arc<TableInfo>,
+    origin: Origin,
+) {
     let started = std::time::Instant::now();
-    let result = async {
-        let txn = Transaction::begin(sql.client.clone(), sql.oracle.clone(), opts).await?;
-        let r = replica.build(&info, &txn, 0).await;
-        let _ = txn.rollback().await;
-        r
+    let mut done = None;
+    if origin != Origin::Scan {
+        match load(&sql, &store, &replica, &info).await {
+            Ok(Some(changes)) => done = Some(format!("loaded from disk, {changes} changes caught up")),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("columnar replica of {}.{} not loaded ({e}); rebuilding it", info.db, info.name),
+        }
     }
-    .await;
-    match result {
-        Ok(()) => tracing::info!(
-            "columnar replica of {}.{} built: {} rows in {:.1?}",
-            info.db,
-            info.name,
-            replica.stable().map_or(0, |s| s.rows),
-            started.elapsed()
-        ),
-        Err(e) => tracing::warn!("columnar replica of {}.{} could not be built: {e}", info.db, info.name),
+    if done.is_none() {
+        match build(&sql, &replica, &info).await {
+            Ok(()) => done = Some("built".to_string()),
+            Err(e) => {
+                replica.release_gc();
+                tracing::warn!("columnar replica of {}.{} could not be built: {e}", info.db, info.name);
+                return;
+            }
+        }
+        store.count(Origin::Scan);
+    } else {
+        store.count(origin);
+    }
+    let rows = replica.stable().map_or(0, |s| s.rows);
+    tracing::info!(
+        "columnar replica of {}.{} {}: {rows} rows in {:.1?}",
+        info.db,
+        info.name,
+        done.unwrap_or_default(),
+        started.elapsed()
+    );
+    write(&store, &replica, std::time::Duration::ZERO).await;
+}
+
+/// Writes a replica's file if its stable part changed since; a replica without a usable
+/// file holds GC back nowhere.
+async fn write(store: &Arc<ReplicaStore>, replica: &Arc<replica::TableReplica>, every: std::time::Duration) {
+    let (s, r) = (store.clone(), replica.clone());
+    match tokio::task::spawn_blocking(move || s.persist(&r, every)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            tracing::warn!("columnar replica of table {} not written (retried later): {e}", replica.table_id())
+        }
+        Err(e) => tracing::warn!("columnar replica write task failed: {e}"),
+    }
+    if replica.is_built() && (store.dir().is_none() || !replica.on_disk()) {
+        replica.release_gc();
     }
 }
 
-/// Folds every replica's delta behind the oldest running transaction into its stable part.
-async fn compact_all(sql: &Engine, replicas: &ReplicaStore) -> Result<()> {
+fn background_txn_options() -> TxnOptions {
+    TxnOptions { mode: LockMode::Optimistic, isolation: Isolation::RepeatableRead, lock_wait_timeout_ms: 0 }
+}
+
+/// Builds a new replica from a snapshot taken after it was registered with the feed,
+/// holding GC back to that snapshot meanwhile.
+async fn build(sql: &Engine, replica: &replica::TableReplica, info: &TableInfo) -> Result<()> {
+    replica.hold_gc(strata_common::Timestamp::ZERO);
+    let txn = Transaction::begin(sql.client.clone(), sql.oracle.clone(), background_txn_options()).await?;
+    replica.hold_gc(txn.read_ts());
+    let r = replica.build(info, &txn, 0).await;
+    let _ = txn.rollback().await;
+    r
+}
+
+/// Loads a replica from its file and catches up with the changes since; `Ok(None)` when
+/// the file is missing or was built for another definition.
+async fn load(
+    sql: &Engine,
+    store: &ReplicaStore,
+    replica: &replica::TableReplica,
+    info: &TableInfo,
+) -> Result<Option<usize>> {
+    let Some(dir) = store.dir().map(|d| d.to_path_buf()) else { return Ok(None) };
+    let id = info.id;
+    let loaded = tokio::task::spawn_blocking(move || persist::load(&dir, id))
+        .await
+        .map_err(|e| Error::internal(format!("load task failed: {e}")))??;
+    let Some((built_for, stable)) = loaded else { return Ok(None) };
+    if !replica.fits(&built_for, info, &stable) {
+        return Ok(None);
+    }
+    let txn = Transaction::begin(sql.client.clone(), sql.oracle.clone(), background_txn_options()).await?;
+    let r = replica.catch_up(info, stable, &txn).await;
+    let _ = txn.rollback().await;
+    r.map(Some)
+}
+
+/// Folds every replica's delta behind the oldest running transaction into its stable part,
+/// and writes the stable parts that changed (at most every `PERSIST_EVERY`).
+async fn compact_all(sql: &Engine, replicas: &Arc<ReplicaStore>) -> Result<()> {
     let mut upto = sql.oracle.get_ts().await?;
     if let Some(active) = sql.min_active_ts() {
         upto = upto.min(active.prev());
@@ -165,8 +254,10 @@ async fn compact_all(sql: &Engine, replicas: &ReplicaStore) -> Result<()> {
             .await
             .map_err(|e| Error::internal(format!("compaction task failed: {e}")))??;
         if changed {
+            replicas.count_compaction();
             tracing::debug!("columnar replica of table {} compacted up to {upto:?}", r.table_id());
         }
+        write(replicas, &r, replica::PERSIST_EVERY).await;
     }
     Ok(())
 }
@@ -251,6 +342,14 @@ impl ColumnEngine for OlapEngine {
 
     fn schema_changed(&self) {
         self.wake.notify_one();
+    }
+
+    fn gc_floor(&self) -> Option<strata_common::Timestamp> {
+        self.replicas.gc_floor()
+    }
+
+    fn status(&self) -> Vec<(&'static str, u64)> {
+        self.replicas.status()
     }
 }
 

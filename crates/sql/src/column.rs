@@ -151,6 +151,18 @@ pub trait ColumnEngine: Send + Sync {
     /// A schema change was published (a replica setting, a table dropped, truncated or
     /// altered): replicas are created, rebuilt or dropped to match.
     fn schema_changed(&self) {}
+
+    /// The oldest timestamp whose versions the engine still needs: garbage collection must
+    /// not pass it (a replica being built reads its snapshot; a persisted replica catches
+    /// up after a restart from the versions committed since it was written).
+    fn gc_floor(&self) -> Option<strata_common::Timestamp> {
+        None
+    }
+
+    /// Counters for SHOW STATUS (`Strata_columnar_*`).
+    fn status(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]

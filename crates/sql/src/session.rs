@@ -157,6 +157,9 @@ impl Engine {
         if let Some(active) = self.min_active_ts() {
             safe = safe.min(active.prev());
         }
+        if let Some(floor) = self.column_engine.get().and_then(|c| c.gc_floor()) {
+            safe = safe.min(floor);
+        }
         Ok(safe)
     }
 
@@ -1903,7 +1906,8 @@ impl Session {
                 let tls = if *global { None } else { self.tls.as_ref() };
                 let pending = self.engine.catalog.pending_deletes().await?.len();
                 let store_bytes = self.engine.client.store_size().await?;
-                crate::show::show_status(reads, threads, tls, pending, store_bytes, filter.as_ref())
+                let column = self.engine.column_engine.get().map(|c| c.status()).unwrap_or_default();
+                crate::show::show_status(reads, threads, tls, pending, store_bytes, &column, filter.as_ref())
                     .and_then(|r| self.show_where(r, crate::show::where_of(filter.as_ref())))
             }
             S::Flush { object_type: ast::FlushType::Status, .. } => {

@@ -95,6 +95,7 @@ pub fn show_status(
     tls: Option<&(String, String)>,
     pending_deletes: usize,
     store_bytes: u64,
+    column: &[(&'static str, u64)],
     filter: Option<&ast::ShowStatementFilter>,
 ) -> Result<QueryResult> {
     use crate::context::Read;
@@ -116,6 +117,7 @@ pub fn show_status(
         ("Strata_store_bytes", Value::UInt(store_bytes)),
     ]
     .into_iter()
+    .chain(column.iter().map(|(k, v)| (*k, Value::UInt(*v))))
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     show_variables(&vars, filter)

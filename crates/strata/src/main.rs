@@ -157,7 +157,7 @@ async fn server(args: ServerArgs) -> Result<()> {
     let oracle = Arc::new(LocalOracle::open(engine.clone(), Arc::new(SystemClock))?);
     let client: Arc<dyn Client> = Arc::new(local);
     let sql = Engine::open(client, oracle.clone() as Arc<dyn Oracle>).await?;
-    sql.set_column_engine(strata_olap::OlapEngine::start(&sql)?);
+    sql.set_column_engine(strata_olap::OlapEngine::start(&sql, Some(args.data_dir.join("columnar")))?);
     sql.users.bootstrap_root(&args.root_password).await?;
     sql.set_gc_life_time(Duration::from_secs(args.gc_life_time));
     sql.start_background().await?;

@@ -4,7 +4,8 @@
 //! engine's at the same snapshot — after writes, inside a transaction with its own
 //! uncommitted writes, under a snapshot older than later commits, and while transfers keep
 //! committing (which must never change the total). `REPLICA 0` drops it; an ALTER that
-//! changes the columns rebuilds it.
+//! changes the columns rebuilds it. A replica written to disk survives a crash: the
+//! restarted server loads it and catches up with the writes since, without a rebuild.
 
 mod common;
 
@@ -240,4 +241,87 @@ async fn columnar_replica_answers_like_the_row_store() {
     let before = replica_reads(&mut c).await;
     let _: Vec<mysql_async::Row> = c.query(Q).await.expect("query");
     assert_eq!(replica_reads(&mut c).await, before, "a dropped replica is not read");
+}
+
+/// A SHOW GLOBAL STATUS counter.
+async fn status(c: &mut Conn, name: &str) -> u64 {
+    let row: Option<(String, u64)> = c.query_first(format!("SHOW GLOBAL STATUS LIKE '{name}'")).await.expect("status");
+    row.unwrap_or_else(|| panic!("{name} exists")).1
+}
+
+/// Waits (up to 30 s) for a SHOW GLOBAL STATUS counter to reach `want`.
+async fn wait_status(c: &mut Conn, name: &str, want: u64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = status(c, name).await;
+        if now == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} is {now}, not {want}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_survive_a_crash_without_a_rebuild() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let mut server = common::StrataProcess::start(&data);
+    let pool = server.pool(None);
+    setup(&pool).await;
+    let mut c = pool.get_conn().await.expect("connect");
+    c.query_drop("ALTER TABLE h.t SET TIFLASH REPLICA 1").await.expect("set replica");
+    wait_available(&mut c, "t").await;
+    wait_status(&mut c, "Strata_columnar_replica_builds", 1).await;
+    let id: i64 = c
+        .query_first("SELECT TABLE_ID FROM information_schema.tiflash_replica WHERE TABLE_NAME = 't'")
+        .await
+        .expect("id")
+        .expect("listed");
+    let file = data.join("columnar").join(format!("t{id}.arrow"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !file.exists() {
+        assert!(Instant::now() < deadline, "the replica was not written to {}", file.display());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Writes after the file was written; then the process dies.
+    common::exec(
+        &pool,
+        &[
+            "UPDATE h.t SET v = v * 2, s = 'after' WHERE id % 13 = 0",
+            "DELETE FROM h.t WHERE id BETWEEN 1000 AND 1500",
+            "INSERT INTO h.t VALUES (300000, 1, 2.50, 'late', '2031-03-03')",
+        ],
+    )
+    .await;
+    let (before, row) = both(&mut c).await;
+    assert_eq!(before, row);
+    drop(c);
+    pool.disconnect().await.expect("disconnect");
+    server.kill();
+
+    // The restarted server loads the file and catches up; nothing is rebuilt.
+    let server = common::StrataProcess::start(&data);
+    let pool = server.pool(None);
+    let mut c = pool.get_conn().await.expect("connect");
+    wait_available(&mut c, "t").await;
+    wait_status(&mut c, "Strata_columnar_replica_loads", 1).await;
+    assert_eq!(status(&mut c, "Strata_columnar_replica_builds").await, 0, "loaded, not rebuilt");
+    let (column, row) = both(&mut c).await;
+    assert_eq!(column, row);
+    assert_eq!(column, before, "every committed write is in the restarted replica");
+    common::exec(&pool, &["UPDATE h.t SET k = k + 1 WHERE id < 500", "DELETE FROM h.t WHERE id = 300000"]).await;
+    let (column, row) = both(&mut c).await;
+    assert_eq!(column, row);
+    assert!(status(&mut c, "Strata_columnar_replica_disk_bytes").await > 0);
+
+    // REPLICA 0 gives the space back.
+    c.query_drop("ALTER TABLE h.t SET TIFLASH REPLICA 0").await.expect("drop replica");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while file.exists() {
+        assert!(Instant::now() < deadline, "REPLICA 0 left {}", file.display());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_status(&mut c, "Strata_columnar_replica_disk_bytes", 0).await;
+    wait_status(&mut c, "Strata_columnar_replica_memory_bytes", 0).await;
 }

@@ -187,9 +187,19 @@ impl Transaction {
     /// timestamp has reached the store's change feed (`kv::ChangeSink`), so a copy fed by
     /// it can answer for the snapshot.
     pub async fn check_locks(&self, start: &[u8], end: &[u8]) -> Result<()> {
+        self.resolving(|| self.client.check_locks(start, end, self.read_ts)).await
+    }
+
+    /// Runs a read until it meets no lock: each lock it fails on is resolved (or waited
+    /// out) and the read runs again.
+    async fn resolving<T, F, Fut>(&self, mut read: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
         let mut attempt = 0;
         loop {
-            match self.client.check_locks(start, end, self.read_ts).await {
+            match read().await {
                 Err(Error::KeyLocked(lock)) if attempt < MAX_RESOLVE_ATTEMPTS => {
                     resolve_lock(self.client.as_ref(), self.oracle.as_ref(), &lock, attempt).await?;
                     attempt += 1;
@@ -197,6 +207,20 @@ impl Transaction {
                 other => return other,
             }
         }
+    }
+
+    /// The keys of `[start, end)` whose value at this snapshot was committed after `after`
+    /// (at most `limit`, in key order), with that value (`None`: deleted) — resolving the
+    /// locks in its way as a scan does. Committed changes only: the transaction's own
+    /// writes are not among them.
+    pub async fn scan_changes(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        after: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<strata_kv::CommittedChange>> {
+        self.resolving(|| self.client.scan_changes(start, end, after, self.read_ts, limit)).await
     }
 
     /// This transaction's own writes in `[start, end)` not committed yet, in key order
@@ -256,16 +280,7 @@ impl Transaction {
     }
 
     async fn get_at(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
-        let mut attempt = 0;
-        loop {
-            match self.client.batch_get(keys, ts).await {
-                Err(Error::KeyLocked(lock)) if attempt < MAX_RESOLVE_ATTEMPTS => {
-                    resolve_lock(self.client.as_ref(), self.oracle.as_ref(), &lock, attempt).await?;
-                    attempt += 1;
-                }
-                other => return other,
-            }
-        }
+        self.resolving(|| self.client.batch_get(keys, ts)).await
     }
 
     /// Reads keys at the snapshot, seeing this transaction's own writes.
@@ -352,16 +367,7 @@ impl Transaction {
             self.buffer.range(range.clone()).count() + self.stmt.range(range.clone()).count()
         };
         let want = limit.saturating_add(pending);
-        let mut attempt = 0;
-        let stored = loop {
-            match self.client.scan(start, end, read_ts, want).await {
-                Err(Error::KeyLocked(lock)) if attempt < MAX_RESOLVE_ATTEMPTS => {
-                    resolve_lock(self.client.as_ref(), self.oracle.as_ref(), &lock, attempt).await?;
-                    attempt += 1;
-                }
-                other => break other?,
-            }
-        };
+        let stored = self.resolving(|| self.client.scan(start, end, read_ts, want)).await?;
         if self.buffer.is_empty() && self.stmt.is_empty() {
             let mut stored = stored;
             stored.truncate(limit);

@@ -61,8 +61,9 @@ async fn load_part(conn: &mut Conn, table: &str, sf: f64, part: i32, parts: i32,
     Ok(())
 }
 
-/// Creates database `db` with the TPC-H tables and loads scale factor `sf`.
-pub async fn prepare(target: &Target, db: &str, sf: f64, threads: usize) -> Result<()> {
+/// Creates database `db` with the TPC-H tables and loads scale factor `sf`; then gives each
+/// table `replicas` columnar replicas (if any) and waits until they are available.
+pub async fn prepare(target: &Target, db: &str, sf: f64, threads: usize, replicas: u32) -> Result<()> {
     if !(sf > 0.0 && sf <= 1000.0) {
         bail!("--sf must be between 0 and 1000");
     }
@@ -85,6 +86,42 @@ pub async fn prepare(target: &Target, db: &str, sf: f64, threads: usize) -> Resu
         "loaded TPC-H sf {sf}: {} rows in {secs:.1} s ({:.0} rows/s)",
         progress.done(),
         progress.done() as f64 / secs.max(1e-3)
+    )?;
+    if replicas > 0 {
+        columnar_replicas(&mut conn, db, replicas).await?;
+    }
+    Ok(())
+}
+
+/// `ALTER TABLE .. SET TIFLASH REPLICA n` on every table, then waits (up to an hour) until
+/// information_schema.TIFLASH_REPLICA shows them all available.
+async fn columnar_replicas(conn: &mut Conn, db: &str, n: u32) -> Result<()> {
+    let started = std::time::Instant::now();
+    for t in TABLES {
+        conn.query_drop(format!("ALTER TABLE {} SET TIFLASH REPLICA {n}", loader::quote_ident(t)))
+            .await
+            .with_context(|| format!("setting a columnar replica on {t}"))?;
+    }
+    let q = format!(
+        "SELECT COUNT(*), COALESCE(AVG(PROGRESS), 0) FROM information_schema.tiflash_replica \
+         WHERE TABLE_SCHEMA = '{}' AND AVAILABLE = 1",
+        db.replace('\'', "''")
+    );
+    loop {
+        let (available, _): (u64, f64) = conn.query_first(&q).await?.unwrap_or((0, 0.0));
+        if available as usize >= TABLES.len() {
+            break;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(3600) {
+            bail!("columnar replicas not available after an hour ({available} of {})", TABLES.len());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    writeln!(
+        std::io::stdout(),
+        "columnar replicas of {} tables available after {:.1} s",
+        TABLES.len(),
+        started.elapsed().as_secs_f64()
     )?;
     Ok(())
 }

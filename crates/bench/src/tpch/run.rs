@@ -36,6 +36,17 @@ pub struct RunOptions {
     pub label: Option<String>,
     /// Where to write the JSON results.
     pub json: Option<PathBuf>,
+    /// Statements run on each connection before its queries.
+    pub init_sql: Vec<String>,
+}
+
+/// A connection to `db` that has run `init`.
+async fn connect(target: &Target, db: &str, init: &[String]) -> Result<Conn> {
+    let mut conn = target.connect(Some(db)).await.with_context(|| format!("cannot connect to {}", target.addr()))?;
+    for sql in init {
+        conn.query_drop(sql).await.with_context(|| format!("--init-sql {sql}"))?;
+    }
+    Ok(conn)
 }
 
 /// The outcome of one query.
@@ -111,7 +122,7 @@ pub fn reference(answers: &Path, sf: f64, n: usize) -> Option<Answer> {
 
 /// Runs the queries against `db`.
 pub async fn run(target: &Target, db: &str, opts: RunOptions) -> Result<TpchReport> {
-    let mut conn = target.connect(Some(db)).await.with_context(|| format!("cannot connect to {}", target.addr()))?;
+    let mut conn = connect(target, db, &opts.init_sql).await?;
     let version: String = conn.query_first("SELECT VERSION()").await.ok().flatten().unwrap_or_default();
     let label = opts.label.clone().unwrap_or_else(|| version.clone());
     let mut out = std::io::stdout();
@@ -145,7 +156,7 @@ pub async fn run(target: &Target, db: &str, opts: RunOptions) -> Result<TpchRepo
                     r.status = "error".into();
                     r.error = Some(describe(&e));
                     if crate::conn::is_connection_lost(&e) {
-                        conn = target.connect(Some(db)).await?;
+                        conn = connect(target, db, &opts.init_sql).await?;
                     }
                     break;
                 }
@@ -158,7 +169,7 @@ pub async fn run(target: &Target, db: &str, opts: RunOptions) -> Result<TpchRepo
                     if let Ok(mut killer) = target.connect(Some(db)).await {
                         let _ = killer.query_drop(format!("KILL QUERY {id}")).await;
                     }
-                    conn = target.connect(Some(db)).await?;
+                    conn = connect(target, db, &opts.init_sql).await?;
                     break;
                 }
             }
