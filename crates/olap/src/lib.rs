@@ -82,6 +82,10 @@ const TICK: std::time::Duration = std::time::Duration::from_millis(500);
 const COMPACT_VERSIONS: usize = 64 * 1024;
 const COMPACT_AGE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How often replicas whose build or load failed (out of memory budget, say) are tried
+/// again, if no schema change did so first.
+const RETRY: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl OlapEngine {
     /// An engine without replicas (tests of the translation).
     pub fn new() -> OlapEngine {
@@ -92,12 +96,11 @@ impl OlapEngine {
     /// background task that builds, loads, compacts, writes and drops them as the schema
     /// says, until `sql` is dropped. Stable parts are written to `dir` (if given), and the
     /// replicas found there are loaded instead of rebuilt. Call it before GC starts: the
-    /// replicas on disk hold GC back from the moment this returns.
-    pub fn start(sql: &Arc<Engine>, dir: Option<std::path::PathBuf>) -> Result<Arc<OlapEngine>> {
-        let replicas = Arc::new(match dir {
-            Some(d) => ReplicaStore::with_dir(d),
-            None => ReplicaStore::new(),
-        });
+    /// replicas on disk hold GC back from the moment this returns. The stable parts may
+    /// hold `memory_limit` bytes together (0: no limit); a replica that does not fit is not
+    /// made available, and is tried again every `RETRY`.
+    pub fn start(sql: &Arc<Engine>, dir: Option<std::path::PathBuf>, memory_limit: usize) -> Result<Arc<OlapEngine>> {
+        let replicas = Arc::new(ReplicaStore::with_dir(dir, memory_limit));
         let olap = Arc::new(OlapEngine { replicas, wake: Default::default() });
         sql.client.subscribe(olap.replicas.clone())?;
         // The replicas the catalog wants now, registered before GC can run.
@@ -111,11 +114,13 @@ impl OlapEngine {
         tokio::spawn(async move {
             let mut seen_version = seen;
             let mut last_compact = std::time::Instant::now();
+            let mut last_reconcile = std::time::Instant::now();
             loop {
                 let Some(sql) = weak.upgrade() else { return };
                 let version = sql.catalog.version();
-                if version != seen_version {
+                if version != seen_version || last_reconcile.elapsed() >= RETRY {
                     seen_version = version;
+                    last_reconcile = std::time::Instant::now();
                     for (r, info, origin) in replicas.reconcile(&sql.catalog.schema()) {
                         tokio::spawn(prepare(sql.clone(), replicas.clone(), r, info, origin));
                     }
@@ -164,11 +169,15 @@ async fn prepare(
         }
     }
     if done.is_none() {
-        match build(&sql, &replica, &info).await {
+        match build(&sql, &replica, &info, store.budget(info.id)).await {
             Ok(()) => done = Some("built".to_string()),
             Err(e) => {
-                replica.release_gc();
-                tracing::warn!("columnar replica of {}.{} could not be built: {e}", info.db, info.name);
+                store.forget(&replica);
+                tracing::warn!(
+                    "columnar replica of {}.{} could not be built (tried again in {RETRY:?}): {e}",
+                    info.db,
+                    info.name
+                );
                 return;
             }
         }
@@ -208,12 +217,12 @@ fn background_txn_options() -> TxnOptions {
 }
 
 /// Builds a new replica from a snapshot taken after it was registered with the feed,
-/// holding GC back to that snapshot meanwhile.
-async fn build(sql: &Engine, replica: &replica::TableReplica, info: &TableInfo) -> Result<()> {
+/// holding GC back to that snapshot meanwhile, in at most `budget` bytes.
+async fn build(sql: &Engine, replica: &replica::TableReplica, info: &TableInfo, budget: usize) -> Result<()> {
     replica.hold_gc(strata_common::Timestamp::ZERO);
     let txn = Transaction::begin(sql.client.clone(), sql.oracle.clone(), background_txn_options()).await?;
     replica.hold_gc(txn.read_ts());
-    let r = replica.build(info, &txn, 0).await;
+    let r = replica.build(info, &txn, 0, budget).await;
     let _ = txn.rollback().await;
     r
 }
@@ -228,6 +237,14 @@ async fn load(
 ) -> Result<Option<usize>> {
     let Some(dir) = store.dir().map(|d| d.to_path_buf()) else { return Ok(None) };
     let id = info.id;
+    // The file's size is about what its arrays take in memory.
+    let size = std::fs::metadata(persist::path(&dir, id)).map(|m| m.len() as usize).unwrap_or(0);
+    let budget = store.budget(id);
+    if size > budget {
+        return Err(Error::internal(format!(
+            "its file takes {size} bytes, more than the {budget} bytes left under --columnar-memory-limit"
+        )));
+    }
     let loaded = tokio::task::spawn_blocking(move || persist::load(&dir, id))
         .await
         .map_err(|e| Error::internal(format!("load task failed: {e}")))??;

@@ -69,6 +69,8 @@ pub struct ReplicaStore {
     any: AtomicBool,
     /// Where stable parts are written; `None` keeps them in memory only.
     dir: Option<PathBuf>,
+    /// Bytes all stable parts may hold together (0: no limit).
+    memory_limit: usize,
     /// Replicas built from a scan, loaded from disk, compactions, files written.
     builds: AtomicU64,
     loads: AtomicU64,
@@ -236,15 +238,48 @@ fn skip_error(s: Skip) -> Error {
     Error::internal(format!("columnar replica: {}", s.0))
 }
 
+fn over_budget(info: &TableInfo, budget: usize) -> Error {
+    Error::internal(format!(
+        "the columnar replica of {}.{} needs more than the {budget} bytes left under --columnar-memory-limit",
+        info.db, info.name
+    ))
+}
+
 impl ReplicaStore {
     /// An empty store that keeps replicas in memory only.
     pub fn new() -> ReplicaStore {
         ReplicaStore::default()
     }
 
-    /// An empty store that writes stable parts to `dir` and starts from what it holds.
-    pub fn with_dir(dir: PathBuf) -> ReplicaStore {
-        ReplicaStore { dir: Some(dir), ..ReplicaStore::default() }
+    /// An empty store that writes stable parts to `dir` (if any) and starts from what it
+    /// holds, with at most `memory_limit` bytes of them in memory (0: no limit).
+    pub fn with_dir(dir: Option<PathBuf>, memory_limit: usize) -> ReplicaStore {
+        ReplicaStore { dir, memory_limit, ..ReplicaStore::default() }
+    }
+
+    /// Bytes the stable parts of the replicas other than `except` hold.
+    fn memory_bytes(&self, except: i64) -> usize {
+        self.all().iter().filter(|r| r.table_id != except).filter_map(|r| r.stable()).map(|s| s.bytes()).sum()
+    }
+
+    /// What `--columnar-memory-limit` leaves for `table_id`'s replica (`usize::MAX`: no
+    /// limit).
+    pub fn budget(&self, table_id: i64) -> usize {
+        if self.memory_limit == 0 {
+            return usize::MAX;
+        }
+        self.memory_limit.saturating_sub(self.memory_bytes(table_id))
+    }
+
+    /// Forgets `r` after its build or load failed: it stops taking changes and holding GC
+    /// back, and the next reconcile (a schema change, or the periodic retry) starts it over.
+    pub fn forget(&self, r: &Arc<TableReplica>) {
+        let mut tables = self.tables.write();
+        if tables.get(&r.table_id).is_some_and(|x| Arc::ptr_eq(x, r)) {
+            tables.remove(&r.table_id);
+            r.dropped.store(true, Ordering::Release);
+        }
+        self.any.store(!tables.is_empty(), Ordering::Release);
     }
 
     /// Where stable parts are written, if anywhere.
@@ -472,8 +507,9 @@ impl TableReplica {
 
     /// Builds the stable part from a snapshot read by `txn` (which began after the replica
     /// was registered, so every later commit is in the delta). `estimate` is the expected
-    /// row count, for the progress shown.
-    pub async fn build(&self, info: &TableInfo, txn: &Transaction, estimate: usize) -> Result<()> {
+    /// row count, for the progress shown; the build fails once its arrays pass `budget`
+    /// bytes.
+    pub async fn build(&self, info: &TableInfo, txn: &Transaction, estimate: usize, budget: usize) -> Result<()> {
         let columns = arrow_columns(info);
         let types: Vec<_> = info.columns.iter().map(|c| c.ty.clone()).collect();
         let mut builder = BatchBuilder::new(columns.clone(), &types, &names(info)).map_err(skip_error)?;
@@ -481,7 +517,7 @@ impl TableReplica {
         let (mut keys, mut batches) = (Vec::new(), Vec::new());
         let end = prefix_end(&self.prefix);
         let mut start = self.prefix.clone();
-        let mut rows = 0usize;
+        let (mut rows, mut bytes) = (0usize, 0usize);
         loop {
             let chunk = txn.scan(&start, &end, BUILD_CHUNK).await?;
             let n = chunk.len();
@@ -491,8 +527,13 @@ impl TableReplica {
                 handles.append_value(&k[self.prefix.len()..]);
                 rows += 1;
                 if builder.len() >= BATCH_ROWS {
-                    batches.push(builder.finish().map_err(skip_error)?);
-                    keys.push(handles.finish());
+                    let (b, k) = (builder.finish().map_err(skip_error)?, handles.finish());
+                    bytes += b.get_array_memory_size() + k.get_array_memory_size();
+                    if bytes > budget {
+                        return Err(over_budget(info, budget));
+                    }
+                    batches.push(b);
+                    keys.push(k);
                 }
             }
             if let Some((last, _)) = chunk.last() {
@@ -507,8 +548,13 @@ impl TableReplica {
             tokio::task::yield_now().await;
         }
         if builder.len() > 0 {
-            batches.push(builder.finish().map_err(skip_error)?);
-            keys.push(handles.finish());
+            let (b, k) = (builder.finish().map_err(skip_error)?, handles.finish());
+            bytes += b.get_array_memory_size() + k.get_array_memory_size();
+            batches.push(b);
+            keys.push(k);
+        }
+        if bytes > budget {
+            return Err(over_budget(info, budget));
         }
         let ts = txn.read_ts();
         let schema = builder.schema();
@@ -925,14 +971,14 @@ mod tests {
         run(&sql, "ALTER TABLE d.t SET TIFLASH REPLICA 1").await;
 
         // Build and write it: the file holds GC back to its timestamp.
-        let store = Arc::new(ReplicaStore::with_dir(dir.path().to_path_buf()));
+        let store = Arc::new(ReplicaStore::with_dir(Some(dir.path().to_path_buf()), 0));
         sql.client.subscribe(store.clone()).expect("subscribe");
         let (r, info, origin) = store.reconcile(&sql.catalog.schema()).pop().expect("one");
         assert_eq!(origin, Origin::Scan);
         assert_eq!(store.gc_floor(), Some(Timestamp::ZERO), "nothing may go before the build has its snapshot");
         let txn = Transaction::begin(sql.client.clone(), sql.oracle.clone(), TxnOptions::default()).await.expect("txn");
         r.hold_gc(txn.read_ts());
-        r.build(&info, &txn, 20_000).await.expect("build");
+        r.build(&info, &txn, 20_000, usize::MAX).await.expect("build");
         assert!(store.persist(&r, Duration::ZERO).expect("write"));
         assert!(!store.persist(&r, Duration::ZERO).expect("write"), "unchanged: not written again");
         let written = r.stable().expect("stable").ts;
@@ -958,7 +1004,7 @@ mod tests {
 
         // "Restart": a new store finds the file, registers it (holding GC to its time) and
         // catches up with every change since.
-        let store = Arc::new(ReplicaStore::with_dir(dir.path().to_path_buf()));
+        let store = Arc::new(ReplicaStore::with_dir(Some(dir.path().to_path_buf()), 0));
         sql.client.subscribe(store.clone()).expect("subscribe");
         let (r, info, origin) = store.reconcile(&sql.catalog.schema()).pop().expect("one");
         assert_eq!(origin, Origin::Disk(written));
@@ -1004,7 +1050,7 @@ mod tests {
         // A write between registration and the build's snapshot is seen once.
         run(&sql, "UPDATE d.t SET v = -1 WHERE id = 3").await;
         let txn = Transaction::begin(sql.client.clone(), sql.oracle.clone(), TxnOptions::default()).await.expect("txn");
-        r.build(&info, &txn, 20_000).await.expect("build");
+        r.build(&info, &txn, 20_000, usize::MAX).await.expect("build");
         assert_eq!(store.state(info.id).map(|s| s.available), Some(true));
         assert_eq!(r.delta_versions(), 0, "what the snapshot saw leaves the delta");
         assert_eq!(replica_rows(&sql, &r, &info).await, model(&sql).await);

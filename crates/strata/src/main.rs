@@ -66,6 +66,11 @@ struct ServerArgs {
     /// statement also has its own quota, tidb_mem_quota_query. "0" for no limit.
     #[arg(long, default_value = "80%")]
     memory_limit: String,
+    /// Memory the columnar replicas (`ALTER TABLE .. SET TIFLASH REPLICA 1`) may hold
+    /// together, as for --memory-limit. A replica that does not fit stays unavailable (queries
+    /// read the row store) and is tried again every minute. "0" for no limit.
+    #[arg(long, default_value = "25%")]
+    columnar_memory_limit: String,
     /// Data directory.
     #[arg(long, default_value = "./strata-data")]
     data_dir: PathBuf,
@@ -136,7 +141,8 @@ async fn server(args: ServerArgs) -> Result<()> {
     if args.require_secure_transport && tls.is_none() {
         bail!("--require-secure-transport needs --ssl-cert and --ssl-key");
     }
-    let memory_limit = parse_memory_limit(&args.memory_limit, total_ram())?;
+    let memory_limit = parse_memory_limit("--memory-limit", &args.memory_limit, total_ram())?;
+    let columnar_limit = parse_memory_limit("--columnar-memory-limit", &args.columnar_memory_limit, total_ram())?;
     strata_sql::context::set_server_memory_limit(memory_limit);
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
@@ -157,7 +163,7 @@ async fn server(args: ServerArgs) -> Result<()> {
     let oracle = Arc::new(LocalOracle::open(engine.clone(), Arc::new(SystemClock))?);
     let client: Arc<dyn Client> = Arc::new(local);
     let sql = Engine::open(client, oracle.clone() as Arc<dyn Oracle>).await?;
-    sql.set_column_engine(strata_olap::OlapEngine::start(&sql, Some(args.data_dir.join("columnar")))?);
+    sql.set_column_engine(strata_olap::OlapEngine::start(&sql, Some(args.data_dir.join("columnar")), columnar_limit)?);
     sql.users.bootstrap_root(&args.root_password).await?;
     sql.set_gc_life_time(Duration::from_secs(args.gc_life_time));
     sql.start_background().await?;
@@ -298,14 +304,14 @@ fn total_ram() -> u64 {
         .unwrap_or(0)
 }
 
-/// Parses `--memory-limit`: "0", bytes with an optional K/M/G suffix, or a percentage of
-/// `ram`.
-fn parse_memory_limit(text: &str, ram: u64) -> Result<usize> {
+/// Parses a memory limit (`flag`, for messages): "0", bytes with an optional K/M/G suffix,
+/// or a percentage of `ram`.
+fn parse_memory_limit(flag: &str, text: &str, ram: u64) -> Result<usize> {
     let t = text.trim();
     let bytes = if let Some(p) = t.strip_suffix('%') {
-        let p: f64 = p.trim().parse().with_context(|| format!("bad --memory-limit {text:?}"))?;
+        let p: f64 = p.trim().parse().with_context(|| format!("bad {flag} {text:?}"))?;
         if !(0.0..=100.0).contains(&p) {
-            bail!("--memory-limit {text:?}: a percentage must be between 0 and 100");
+            bail!("{flag} {text:?}: a percentage must be between 0 and 100");
         }
         (ram as f64 * p / 100.0) as u64
     } else {
@@ -315,8 +321,8 @@ fn parse_memory_limit(text: &str, ram: u64) -> Result<usize> {
             Some((i, c)) if c.eq_ignore_ascii_case(&'g') => (&t[..i], 1 << 30),
             _ => (t, 1),
         };
-        let n: u64 = num.trim().parse().with_context(|| format!("bad --memory-limit {text:?}"))?;
-        n.checked_mul(mult).with_context(|| format!("--memory-limit {text:?} is too large"))?
+        let n: u64 = num.trim().parse().with_context(|| format!("bad {flag} {text:?}"))?;
+        n.checked_mul(mult).with_context(|| format!("{flag} {text:?} is too large"))?
     };
     Ok(usize::try_from(bytes).unwrap_or(usize::MAX))
 }
@@ -327,12 +333,12 @@ mod tests {
 
     #[test]
     fn memory_limits_parse_as_bytes_suffixes_or_shares() {
-        assert_eq!(parse_memory_limit("0", 1000).ok(), Some(0));
-        assert_eq!(parse_memory_limit("1500", 1000).ok(), Some(1500));
-        assert_eq!(parse_memory_limit("2G", 0).ok(), Some(2 << 30));
-        assert_eq!(parse_memory_limit("64m", 0).ok(), Some(64 << 20));
-        assert_eq!(parse_memory_limit("80%", 1000).ok(), Some(800));
-        assert!(parse_memory_limit("lots", 1000).is_err());
-        assert!(parse_memory_limit("120%", 1000).is_err());
+        assert_eq!(parse_memory_limit("--memory-limit", "0", 1000).ok(), Some(0));
+        assert_eq!(parse_memory_limit("--memory-limit", "1500", 1000).ok(), Some(1500));
+        assert_eq!(parse_memory_limit("--memory-limit", "2G", 0).ok(), Some(2 << 30));
+        assert_eq!(parse_memory_limit("--memory-limit", "64m", 0).ok(), Some(64 << 20));
+        assert_eq!(parse_memory_limit("--memory-limit", "80%", 1000).ok(), Some(800));
+        assert!(parse_memory_limit("--memory-limit", "lots", 1000).is_err());
+        assert!(parse_memory_limit("--memory-limit", "120%", 1000).is_err());
     }
 }

@@ -325,3 +325,24 @@ async fn replicas_survive_a_crash_without_a_rebuild() {
     wait_status(&mut c, "Strata_columnar_replica_disk_bytes", 0).await;
     wait_status(&mut c, "Strata_columnar_replica_memory_bytes", 0).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_over_the_memory_limit_stays_unavailable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = common::StrataProcess::start_with(&dir.path().join("data"), &["--columnar-memory-limit", "16K"], &[]);
+    let pool = server.pool(None);
+    setup(&pool).await;
+    let mut c = pool.get_conn().await.expect("connect");
+    c.query_drop("ALTER TABLE h.t SET TIFLASH REPLICA 1").await.expect("set replica");
+    // The build gives up; the table is listed, unavailable, and queries read the row store.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (available, count, _) = replica_row(&mut c, "t").await.expect("listed");
+    assert_eq!((available, count), (0, 1));
+    let before = replica_reads(&mut c).await;
+    let column = answer(&mut c, "tikv,tiflash").await;
+    assert_eq!(replica_reads(&mut c).await, before, "nothing to read");
+    assert_eq!(column, answer(&mut c, "tikv").await);
+    assert_eq!(status(&mut c, "Strata_columnar_replica_builds").await, 0);
+    assert_eq!(status(&mut c, "Strata_columnar_replica_memory_bytes").await, 0);
+    assert_eq!(status(&mut c, "Strata_columnar_replica_delta_versions").await, 0);
+}
