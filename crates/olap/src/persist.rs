@@ -14,7 +14,7 @@ use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, BinaryArray, RecordBatch};
+use datafusion::arrow::array::{make_array, Array, ArrayRef, BinaryArray, MutableArrayData, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::ipc::reader::FileReader;
 use datafusion::arrow::ipc::writer::FileWriter;
@@ -134,6 +134,17 @@ pub fn header(dir: &Path, table_id: i64) -> Result<Option<Header>> {
     Ok(Some(header_of(&p, reader.custom_metadata())?.0))
 }
 
+/// A copy of `a` in buffers of its own. The IPC reader slices every array of a batch out of
+/// one buffer holding the whole message, so each would report (and keep alive) all of it:
+/// memory accounting would count a batch once per column, and a projection would pin the
+/// columns it dropped.
+fn own(a: &ArrayRef) -> std::result::Result<ArrayRef, datafusion::arrow::error::ArrowError> {
+    let data = a.to_data();
+    let mut copy = MutableArrayData::new(vec![&data], false, a.len());
+    copy.try_extend(0, 0, a.len())?;
+    Ok(make_array(copy.freeze()))
+}
+
 /// Reads table `table_id`'s file back: the definition it was built for and its stable part.
 pub fn load(dir: &Path, table_id: i64) -> Result<Option<(TableInfo, Stable)>> {
     let Some((p, reader)) = open(dir, table_id)? else { return Ok(None) };
@@ -146,8 +157,8 @@ pub fn load(dir: &Path, table_id: i64) -> Result<Option<(TableInfo, Stable)>> {
     let (mut keys, mut batches) = (Vec::new(), Vec::new());
     for b in reader {
         let b = b.map_err(|e| io("read", &p, e))?;
-        let k = b
-            .column(0)
+        let k = own(b.column(0))
+            .map_err(|e| io("read", &p, e))?
             .as_any()
             .downcast_ref::<BinaryArray>()
             .cloned()
@@ -155,7 +166,12 @@ pub fn load(dir: &Path, table_id: i64) -> Result<Option<(TableInfo, Stable)>> {
         if k.null_count() > 0 || k.is_empty() {
             return Err(io("read", &p, "a batch without handles"));
         }
-        let batch = RecordBatch::try_new(schema.clone(), b.columns()[1..].to_vec()).map_err(|e| io("read", &p, e))?;
+        let columns = b.columns()[1..]
+            .iter()
+            .map(own)
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| io("read", &p, e))?;
+        let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| io("read", &p, e))?;
         keys.push(k);
         batches.push(batch);
     }

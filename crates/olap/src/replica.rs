@@ -982,6 +982,7 @@ mod tests {
         assert!(store.persist(&r, Duration::ZERO).expect("write"));
         assert!(!store.persist(&r, Duration::ZERO).expect("write"), "unchanged: not written again");
         let written = r.stable().expect("stable").ts;
+        let built_bytes = r.stable().expect("stable").bytes();
         assert_eq!(store.gc_floor(), Some(written));
         assert!(persist::path(dir.path(), info.id).exists());
 
@@ -1011,6 +1012,8 @@ mod tests {
         assert_eq!(store.gc_floor(), Some(written));
         let (built_for, stable) = persist::load(dir.path(), info.id).expect("read").expect("file");
         assert_eq!(stable.rows, 20_000);
+        // Each array has buffers of its own, as built: memory is counted once.
+        assert!(stable.bytes() <= built_bytes + built_bytes / 2, "{} vs {built_bytes}", stable.bytes());
         assert!(r.fits(&built_for, &info, &stable));
         run(&sql, "UPDATE d.t SET v = 8 WHERE id = 19998").await; // fed, and listed too
         let txn = Transaction::begin(sql.client.clone(), sql.oracle.clone(), TxnOptions::default()).await.expect("txn");
