@@ -170,41 +170,23 @@ impl MvccStore {
 
     /// Reads up to `limit` live entries of `[start, end)` at `ts`.
     pub fn scan(&self, start: &[u8], end: &[u8], ts: Timestamp, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        // The first lock in the range that blocks this read, taken before the versions are
-        // read (see the module docs); a lock that appears later belongs to a transaction
-        // that will commit above `ts`.
-        let blocking = self.locks.find_in_range(start, end, |l| Self::blocks_read(l, ts));
-        let (enc_start, enc_end) = (encode_user_key(start), encode_user_key(end));
-        let mut c = self.engine.cursor(Cf::Write, &enc_start, &enc_end)?;
-        let mut out = Vec::new();
-        c.seek(&enc_start);
-        while c.valid()? && out.len() < limit {
-            let (enc, commit_ts) = split_versioned(c.key())?;
-            let enc = enc.to_vec();
-            if commit_ts > ts {
-                // Jump to this key's newest version <= ts (the walk below notices if the key
-                // has none and the cursor moved on).
-                c.seek(&versioned(&enc, ts));
-            }
-            // Walk this key's versions (newest first, all <= ts) to the first data record.
-            let found = Self::data_record(&mut *c, &enc)?;
-            if let Some(w) = found {
-                if let Some(v) = self.value_of(&enc, w)? {
-                    out.push((decode_user_key(&enc)?, v));
+        self.walk_keys(
+            start,
+            end,
+            ts,
+            limit,
+            |(k, _)| k,
+            |c, enc| {
+                // This key's versions (newest first, all <= ts) up to the first data record.
+                match Self::data_record(c, enc)? {
+                    Some(w) => match self.value_of(enc, w)? {
+                        Some(v) => Ok(Some((decode_user_key(enc)?, v))),
+                        None => Ok(None),
+                    },
+                    None => Ok(None),
                 }
-            }
-            // Skip the rest of this key's versions: ts 0 is never used, so !0 is past them all.
-            c.seek(&versioned(&enc, Timestamp::ZERO));
-            if c.valid()? && split_versioned(c.key())?.0 == enc.as_slice() {
-                c.next();
-            }
-        }
-        // Locks only matter up to the last key returned when the limit cut the scan short.
-        let bound = if out.len() >= limit { out.last().map(|(k, _)| k.clone()) } else { None };
-        match blocking {
-            Some((key, l)) if bound.as_ref().is_none_or(|b| key <= *b) => Err(lock_info(&key, &l)),
-            _ => Ok(out),
-        }
+            },
+        )
     }
 
     /// The keys of `[start, end)` whose newest version at or below `ts` was committed after
@@ -220,6 +202,48 @@ impl MvccStore {
         ts: Timestamp,
         limit: usize,
     ) -> Result<Vec<CommittedChange>> {
+        self.walk_keys(
+            start,
+            end,
+            ts,
+            limit,
+            |ch| &ch.key,
+            |c, enc| {
+                // This key's versions newest first, all <= ts: the first data record, if it is
+                // newer than `after`.
+                while c.valid()? {
+                    let (k, commit_ts) = split_versioned(c.key())?;
+                    if k != enc || commit_ts <= after {
+                        break;
+                    }
+                    let w = Write::decode(c.value())?;
+                    if matches!(w.kind, Kind::Put | Kind::Delete) {
+                        let value = self.value_of(enc, w)?;
+                        return Ok(Some(CommittedChange { key: decode_user_key(enc)?, commit_ts, value }));
+                    }
+                    c.next();
+                }
+                Ok(None)
+            },
+        )
+    }
+
+    /// Walks the keys of `[start, end)` in order: for each, `visit` gets the cursor on the
+    /// key's newest version at or below `ts` (or already past the key, if it has none) and
+    /// may produce an entry; the walk stops at `limit` entries. Fails with the first lock
+    /// that blocks a read at `ts`, up to the last key returned when the limit cut it short.
+    fn walk_keys<T>(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        ts: Timestamp,
+        limit: usize,
+        key_of: fn(&T) -> &[u8],
+        mut visit: impl FnMut(&mut dyn Cursor, &[u8]) -> Result<Option<T>>,
+    ) -> Result<Vec<T>> {
+        // The first lock in the range that blocks this read, taken before the versions are
+        // read (see the module docs); a lock that appears later belongs to a transaction
+        // that will commit above `ts`.
         let blocking = self.locks.find_in_range(start, end, |l| Self::blocks_read(l, ts));
         let (enc_start, enc_end) = (encode_user_key(start), encode_user_key(end));
         let mut c = self.engine.cursor(Cf::Write, &enc_start, &enc_end)?;
@@ -229,29 +253,21 @@ impl MvccStore {
             let (enc, commit_ts) = split_versioned(c.key())?;
             let enc = enc.to_vec();
             if commit_ts > ts {
+                // Jump to this key's newest version <= ts (`visit` notices if the key has
+                // none and the cursor moved on).
                 c.seek(&versioned(&enc, ts));
             }
-            // This key's versions newest first, all <= ts: the first data record, if it is
-            // newer than `after`.
-            while c.valid()? {
-                let (k, commit_ts) = split_versioned(c.key())?;
-                if k != enc.as_slice() || commit_ts <= after {
-                    break;
-                }
-                let w = Write::decode(c.value())?;
-                if matches!(w.kind, Kind::Put | Kind::Delete) {
-                    let value = self.value_of(&enc, w)?;
-                    out.push(CommittedChange { key: decode_user_key(&enc)?, commit_ts, value });
-                    break;
-                }
-                c.next();
+            if let Some(t) = visit(&mut *c, &enc)? {
+                out.push(t);
             }
+            // Skip the rest of this key's versions: ts 0 is never used, so !0 is past them all.
             c.seek(&versioned(&enc, Timestamp::ZERO));
             if c.valid()? && split_versioned(c.key())?.0 == enc.as_slice() {
                 c.next();
             }
         }
-        let bound = if out.len() >= limit { out.last().map(|c| c.key.clone()) } else { None };
+        // Locks only matter up to the last key returned when the limit cut the scan short.
+        let bound = if out.len() >= limit { out.last().map(|t| key_of(t).to_vec()) } else { None };
         match blocking {
             Some((key, l)) if bound.as_ref().is_none_or(|b| key <= *b) => Err(lock_info(&key, &l)),
             _ => Ok(out),
