@@ -123,7 +123,6 @@ impl Key {
     }
 }
 
-/// The prefix shared by every key of a table (rows and indexes).
 /// The table a row or index key belongs to (None for meta keys).
 pub fn table_of(raw: &[u8]) -> Option<TableId> {
     let (&kind, mut rest) = raw.split_first()?;
@@ -133,6 +132,15 @@ pub fn table_of(raw: &[u8]) -> Option<TableId> {
     take_id(&mut rest).ok().map(TableId)
 }
 
+/// The table a row key belongs to (None for index and meta keys).
+pub fn row_table_of(raw: &[u8]) -> Option<TableId> {
+    if raw.get(9..11) != Some(ROW_SEP.as_slice()) {
+        return None;
+    }
+    table_of(raw)
+}
+
+/// The prefix shared by every key of a table (rows and indexes).
 pub fn table_prefix(table: TableId) -> Vec<u8> {
     let mut out = Vec::with_capacity(11);
     out.push(TABLE);

@@ -312,12 +312,21 @@ impl<'q> Translator<'q> {
                     // An index lookup join: read the inner table whole; the join condition
                     // (which holds the lookup keys) becomes a hash join's.
                     match &**right {
-                        Plan::Scan { table, filter, lock: false, limit: None, .. } => {
-                            if filter.as_ref().is_some_and(has_outer) {
-                                return Err(Skip::new("correlated filter in a lookup join"));
+                        Plan::Scan { table, filter, lock: false, limit: None, .. } => match filter {
+                            Some(f) if has_outer(f) => {
+                                // Inside a correlated subquery: the filter runs with the left
+                                // row pushed as the innermost outer row, which the hash join
+                                // does not have; the enclosing rows sit one level closer.
+                                let f = f.clone().transform(&mut |e| match e {
+                                    Expr::Outer(0, _) => Err(strata_common::Error::internal("left row")),
+                                    Expr::Outer(d, i) => Ok(Expr::Outer(d - 1, i)),
+                                    other => Ok(other),
+                                });
+                                let f = f.map_err(|_| Skip::new("lookup join filter reads the left row"))?;
+                                self.full_scan(table, None, vec![f])?
                             }
-                            self.full_scan(table, filter.clone(), vec![])?
-                        }
+                            _ => self.full_scan(table, filter.clone(), vec![])?,
+                        },
                         _ => return Err(Skip::new("lookup join over a non-scan")),
                     }
                 } else {

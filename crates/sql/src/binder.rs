@@ -24,6 +24,7 @@ use crate::types::ColumnType;
 use crate::typing::SqlType;
 
 mod decorrelate;
+mod join_order;
 
 /// A FROM relation of a multi-table UPDATE/DELETE: its first column in the joined row and
 /// its base table (None for a derived table).
@@ -858,12 +859,14 @@ impl<'a> Binder<'a> {
         Ok((plan, scope))
     }
 
-    /// Plans an all-inner join in an order where each table joins one already read on a
-    /// predicate, when the written order would not (`FROM t1, t2, t3 WHERE t1.a = t3.a AND
-    /// t3.b = t2.b` reads t1, t3, t2): a FROM list in any order must not become a cross
-    /// product of tables the WHERE clause connects. The order is greedy: the first table as
-    /// written, then repeatedly the first remaining table (as written) that a predicate
-    /// connects to those already joined, or the first remaining one when none is connected.
+    /// Plans an all-inner join in the order statistics say is cheapest (`join_order`) when
+    /// every table has them; otherwise in an order where each table joins one already read
+    /// on a predicate, when the written order would not (`FROM t1, t2, t3 WHERE t1.a =
+    /// t3.a AND t3.b = t2.b` reads t1, t3, t2): a FROM list in any order must not become a
+    /// cross product of tables the WHERE clause connects. That order is greedy: the first
+    /// table as written, then repeatedly the first remaining table (as written) that a
+    /// predicate connects to those already joined, or the first remaining one when none is
+    /// connected.
     /// Returns None when that order is the written one (the usual case); otherwise the plan,
     /// with a projection that puts columns back in written order, so `scope` and every
     /// expression bound against it stay valid. ON conjuncts of inner joins are WHERE
@@ -876,7 +879,7 @@ impl<'a> Binder<'a> {
         scope: &Scope,
         preds: &mut Vec<Expr>,
     ) -> Result<Option<Plan>> {
-        if items.len() < 3 || items.iter().any(|i| i.1 != JoinKind::Inner) {
+        if items.len() < 2 || items.iter().any(|i| i.1 != JoinKind::Inner) {
             return Ok(None);
         }
         let total = scope.columns.len();
@@ -904,17 +907,26 @@ impl<'a> Binder<'a> {
             .filter(|r| r.len() > 1)
             .collect();
         let n = items.len();
-        let mut order = vec![0];
-        let mut joined = vec![false; n];
-        joined[0] = true;
-        while order.len() < n {
-            let connected = (0..n).find(|&j| {
-                !joined[j] && edges.iter().any(|e| e.contains(&j) && e.iter().all(|&r| r == j || joined[r]))
-            });
-            let next = connected.unwrap_or_else(|| (0..n).find(|&j| !joined[j]).unwrap_or(0));
-            joined[next] = true;
-            order.push(next);
-        }
+        let placed: Vec<&Expr> = preds.iter().chain(&on_preds).filter(|e| placeable(e)).collect();
+        let rels: Vec<&Relation> = items.iter().map(|i| &i.0).collect();
+        let order = match self.cost_order(&rels, offsets, &placed) {
+            Some(order) => order,
+            None if n < 3 => return Ok(None),
+            None => {
+                let mut order = vec![0];
+                let mut joined = vec![false; n];
+                joined[0] = true;
+                while order.len() < n {
+                    let connected = (0..n).find(|&j| {
+                        !joined[j] && edges.iter().any(|e| e.contains(&j) && e.iter().all(|&r| r == j || joined[r]))
+                    });
+                    let next = connected.unwrap_or_else(|| (0..n).find(|&j| !joined[j]).unwrap_or(0));
+                    joined[next] = true;
+                    order.push(next);
+                }
+                order
+            }
+        };
         if order.iter().enumerate().all(|(i, &k)| i == k) {
             return Ok(None);
         }

@@ -17,6 +17,7 @@ use strata_common::{Code, Error, IndexId, Result, TableId, Value};
 use strata_kv::{Client, LockMode, Oracle};
 use strata_txn::{Isolation, Transaction, TxnOptions};
 
+use crate::stats::TableStats;
 use crate::types::ColumnType;
 
 /// A column default.
@@ -287,10 +288,19 @@ pub struct Catalog {
     /// Commits hold it shared across their schema check and 2PC; a schema change takes it
     /// exclusively once to wait out commits that passed the check under the old schema.
     pub commit_gate: tokio::sync::RwLock<()>,
+    /// Statistics of analyzed tables, by table id (`crate::stats`).
+    stats: RwLock<std::collections::HashMap<i64, Arc<TableStats>>>,
+    /// Rows committed per table since its last analysis.
+    pub modifications: crate::stats::Modifications,
 }
 
 fn meta_key(parts: &[&str]) -> Vec<u8> {
     Key::Meta(parts.join("/").into_bytes()).encode()
+}
+
+/// Where a table's statistics are kept.
+fn stats_key(table: i64) -> Vec<u8> {
+    meta_key(&["stats", &table.to_string()])
 }
 
 /// The record of a range scheduled for deletion: `delrange/{hex prefix}` -> prefix. It is
@@ -343,6 +353,8 @@ impl Catalog {
             version: std::sync::atomic::AtomicU64::new(1),
             changed: Mutex::new(std::collections::HashMap::new()),
             commit_gate: tokio::sync::RwLock::new(()),
+            stats: RwLock::new(std::collections::HashMap::new()),
+            modifications: Default::default(),
         };
         let txn = cat.begin().await?;
         let mut schema = Schema::default();
@@ -365,8 +377,45 @@ impl Catalog {
                 db.views.insert(lower(&v.name), Arc::new(v));
             }
         }
+        let live: std::collections::HashSet<i64> =
+            schema.dbs.values().flat_map(|d| d.tables.values().map(|t| t.id)).collect();
+        let stats_prefix = meta_key(&["stats", ""]);
+        for (_, v) in txn.scan(&stats_prefix, &prefix_end(&stats_prefix), usize::MAX).await? {
+            // Statistics that no longer decode (an older format) are gathered again.
+            if let Ok(st) = from_json::<TableStats>(&v) {
+                if live.contains(&st.table_id) {
+                    cat.stats.write().insert(st.table_id, Arc::new(st));
+                }
+            }
+        }
         *cat.dbs.write() = Arc::new(schema);
         Ok(cat)
+    }
+
+    /// The statistics of a table, if it was analyzed.
+    pub fn stats(&self, table: i64) -> Option<Arc<TableStats>> {
+        self.stats.read().get(&table).cloned()
+    }
+
+    /// Stores a table's statistics (ANALYZE TABLE) and takes `modified_before`, the table's
+    /// modification count when the analysis began, off that count: rows written while it
+    /// ran count toward the next one.
+    pub async fn put_stats(&self, stats: TableStats, modified_before: u64) -> Result<()> {
+        let mut txn = self.begin().await?;
+        txn.put(stats_key(stats.table_id), json(&stats)?);
+        txn.commit().await?;
+        self.modifications.take(stats.table_id, modified_before);
+        self.stats.write().insert(stats.table_id, Arc::new(stats));
+        Ok(())
+    }
+
+    /// Forgets the statistics of tables that are gone, in `txn` and in the cache.
+    fn drop_stats(&self, txn: &mut Transaction, tables: &[i64]) {
+        for t in tables {
+            if self.stats.write().remove(t).is_some() {
+                txn.delete(stats_key(*t));
+            }
+        }
     }
 
     async fn begin(&self) -> Result<Transaction> {
@@ -526,6 +575,7 @@ impl Catalog {
         }
         let data: Vec<Vec<u8>> = tables.iter().map(|t| strata_codec::keys::table_prefix(t.table_id())).collect();
         schedule_deletes(&mut txn, &data);
+        self.drop_stats(&mut txn, &tables.iter().map(|t| t.id).collect::<Vec<_>>());
         self.commit_schema(txn, |s| {
             s.dbs.remove(&lower(name));
             Ok(tables.iter().map(|t| t.id).collect())
@@ -576,6 +626,7 @@ impl Catalog {
         txn.put(meta_key(&["tbl", &lower(&table.db), &lower(&table.name)]), json(&table)?);
         txn.delete(building_key(built));
         schedule_deletes(&mut txn, &[old_rows]);
+        self.drop_replaced_stats(&mut txn, &table);
         self.commit_table(txn, table).await
     }
 
@@ -617,7 +668,16 @@ impl Catalog {
         let mut txn = self.begin().await?;
         txn.put(meta_key(&["tbl", &lower(&table.db), &lower(&table.name)]), json(&table)?);
         schedule_deletes(&mut txn, deletes);
+        self.drop_replaced_stats(&mut txn, &table);
         self.commit_table(txn, table).await
+    }
+
+    /// A definition stored under a new id (TRUNCATE, a rebuild) leaves the old id's
+    /// statistics behind: they go.
+    fn drop_replaced_stats(&self, txn: &mut Transaction, table: &TableInfo) {
+        if let Some(old) = self.try_table(&table.db, &table.name).filter(|old| old.id != table.id) {
+            self.drop_stats(txn, &[old.id]);
+        }
     }
 
     /// Commits a transaction that stored `table`'s definition and publishes the definition
@@ -643,6 +703,9 @@ impl Catalog {
         let mut txn = self.begin().await?;
         txn.delete(meta_key(&["tbl", &lower(db), &lower(name)]));
         schedule_deletes(&mut txn, deletes);
+        if let Some(t) = self.try_table(db, name) {
+            self.drop_stats(&mut txn, &[t.id]);
+        }
         self.commit_schema(txn, |s| {
             let removed = s.dbs.get_mut(&lower(db)).and_then(|d| d.tables.remove(&lower(name)));
             Ok(removed.map(|t| t.id).into_iter().collect())

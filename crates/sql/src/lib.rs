@@ -25,6 +25,7 @@ pub mod replica;
 pub mod result;
 pub mod session;
 pub mod show;
+pub mod stats;
 pub mod table;
 pub mod table_locks;
 pub mod types;

@@ -87,6 +87,11 @@ impl Column {
         Column { ty: types::LONGLONG, flags: flags::NUM, length: 21, charset: 63, ..Column::text(name) }
     }
 
+    /// A DOUBLE column.
+    pub fn double(name: &str) -> Column {
+        Column { ty: types::DOUBLE, flags: flags::NUM, length: 22, decimals: 31, charset: 63, ..Column::text(name) }
+    }
+
     /// Metadata for a planned output column: its type comes from the plan.
     pub fn from_output(c: &OutputColumn) -> Column {
         let mut col = Column {

@@ -68,6 +68,8 @@ pub struct Engine {
 const GC_RUN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 /// How often the background task looks for dropped data that has become destroyable.
 const DESTROY_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often auto-analyze looks for tables whose statistics are out of date.
+const AUTO_ANALYZE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 /// Default of `--gc-life-time` (TiDB's tidb_gc_life_time default, 10 minutes).
 pub const DEFAULT_GC_LIFE: std::time::Duration = std::time::Duration::from_secs(600);
 
@@ -136,6 +138,27 @@ impl Engine {
                 tokio::select! {
                     _ = wake.notified() => {}
                     _ = tokio::time::sleep(DESTROY_CHECK_INTERVAL) => {}
+                }
+            }
+        });
+        // Auto-analyze, on its own task: analyzing a large table must not hold up GC.
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(AUTO_ANALYZE_INTERVAL).await;
+                let Some(engine) = weak.upgrade() else { return };
+                let globals = engine.globals();
+                let on = globals.get("tidb_enable_auto_analyze").is_none_or(|v| {
+                    let t = value_text(v);
+                    t == "1" || t.eq_ignore_ascii_case("on")
+                });
+                let ratio = globals.get("tidb_auto_analyze_ratio").and_then(|v| v.as_f64()).unwrap_or(0.5);
+                if on {
+                    match engine.auto_analyze(ratio).await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!("auto-analyze gathered statistics of {n} table(s)"),
+                        Err(e) => tracing::warn!("auto-analyze failed (retried later): {e}"),
+                    }
                 }
             }
         });
@@ -239,7 +262,18 @@ impl Engine {
                 ));
             }
         }
-        txn.commit().await.map(|_| ())
+        let mut written: Vec<(i64, u64)> = Vec::new();
+        for t in txn.written_keys().filter_map(strata_codec::keys::row_table_of) {
+            match written.last_mut() {
+                Some((last, n)) if *last == t.0 => *n += 1,
+                _ => written.push((t.0, 1)),
+            }
+        }
+        txn.commit().await?;
+        for (table, rows) in written {
+            self.catalog.modifications.add(table, rows);
+        }
+        Ok(())
     }
 
     /// The oldest start timestamp of any running transaction (GC must keep what it reads).
@@ -1684,6 +1718,8 @@ impl Session {
                 }))
             }
             ["admin", "check", "table", ..] => Some(self.admin_check(t).await),
+            ["analyze", ..] => Some(self.analyze(t).await),
+            ["show", kind, ..] if kind.starts_with("stats_") => Some(self.show_stats(t)),
             ["check", "table", ..] => Some(self.check_or_checksum(t, false).await),
             ["checksum", "table", ..] => Some(self.check_or_checksum(t, true).await),
             // mysqldump brackets each table's rows with these; like InnoDB, there are no
@@ -1742,9 +1778,6 @@ impl Session {
                 let everyone = self.allowed_global(crate::users::privs::PROCESS);
                 let all = visible_processes(&self.engine, &self.user, everyone);
                 Some(Ok(process::show(&all, words[1] == "full")))
-            }
-            ["analyze", "table", ..] => {
-                Some(Ok(QueryResult::text_rows(&["Table", "Op", "Msg_type", "Msg_text"], Vec::new())))
             }
             _ => None,
         }
@@ -1946,7 +1979,6 @@ impl Session {
                 None => crate::show::describe(&self.engine.catalog, &self.db, table_name),
             },
             S::Explain { statement, .. } => self.explain(statement),
-            S::Analyze(_) => Ok(QueryResult::text_rows(&["Table", "Op", "Msg_type", "Msg_text"], Vec::new())),
             S::Flush { .. } => Ok(QueryResult::ok(0)),
             S::Kill { modifier, id } => self.kill(*modifier, *id),
             other => Err(Error::unsupported(truncate_sql(&other.to_string()).to_string())),
@@ -2493,6 +2525,8 @@ pub fn unwrap_executable_comments(sql: &str) -> std::borrow::Cow<'_, str> {
     out.push_str(&sql[start.min(sql.len())..]);
     std::borrow::Cow::Owned(out)
 }
+
+mod analyze;
 
 #[cfg(test)]
 mod comment_tests {

@@ -279,8 +279,9 @@ pub fn show_index(
     let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
     may_see(&db, &tname)?;
     let t = cat.table(&db, &tname)?;
+    let stats = cat.stats(t.id);
     let mut rows = Vec::new();
-    let mut push = |name: &str, unique: bool, cols: &[usize]| {
+    let mut push = |name: &str, unique: bool, cols: &[usize], id: i64| {
         for (seq, c) in cols.iter().enumerate() {
             rows.push(vec![
                 Value::str(t.name.clone()),
@@ -289,7 +290,7 @@ pub fn show_index(
                 Value::Int(seq as i64 + 1),
                 Value::str(t.columns[*c].name.clone()),
                 Value::str("A"),
-                Value::Int(0),
+                cardinality(stats.as_deref(), id, seq).unwrap_or(Value::Int(0)),
                 Value::Null,
                 Value::Null,
                 Value::str(if t.columns[*c].nullable { "YES" } else { "" }),
@@ -302,10 +303,10 @@ pub fn show_index(
         }
     };
     if let Some(pk) = &t.pk {
-        push("PRIMARY", true, pk);
+        push("PRIMARY", true, pk, 0);
     }
     for i in t.indexes.iter().filter(|i| i.is_public()) {
-        push(&i.name, i.unique, &i.columns);
+        push(&i.name, i.unique, &i.columns, i.id);
     }
     Ok(QueryResult::text_rows(
         &[
@@ -327,6 +328,12 @@ pub fn show_index(
         ],
         rows,
     ))
+}
+
+/// An index prefix's distinct values from the table's statistics (`id` 0: the primary
+/// key; `seq` counts from 0), as SHOW INDEX's CARDINALITY.
+fn cardinality(stats: Option<&crate::stats::TableStats>, id: i64, seq: usize) -> Option<Value> {
+    stats?.index(id)?.prefix_ndv.get(seq).map(|n| Value::Int(*n as i64))
 }
 
 /// The CREATE TABLE text of a table.
@@ -475,6 +482,11 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
             all_tables
                 .iter()
                 .map(|t| {
+                    // From the last ANALYZE (0 before one, as TiDB shows a table without
+                    // statistics).
+                    let stats = cat.stats(t.id);
+                    let rows = stats.as_ref().map_or(0, |st| st.row_count);
+                    let avg = stats.as_ref().map_or(0.0, |st| st.avg_row_size()).round() as i64;
                     vec![
                         s("def"),
                         Value::str(t.db.clone()),
@@ -483,9 +495,9 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                         s("InnoDB"),
                         int(10),
                         s("Dynamic"),
-                        null.clone(),
-                        int(0),
-                        int(0),
+                        int(rows as i64),
+                        int(avg),
+                        int(avg * rows as i64),
                         int(0),
                         int(0),
                         int(0),
@@ -592,7 +604,8 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
         "statistics" => {
             let mut rows = Vec::new();
             for t in &all_tables {
-                let mut push = |name: &str, unique: bool, cols: &[usize]| {
+                let stats = cat.stats(t.id);
+                let mut push = |name: &str, unique: bool, cols: &[usize], id: i64| {
                     for (seq, c) in cols.iter().enumerate() {
                         rows.push(vec![
                             s("def"),
@@ -604,7 +617,7 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                             int(seq as i64 + 1),
                             Value::str(t.columns[*c].name.clone()),
                             s("A"),
-                            null.clone(),
+                            cardinality(stats.as_deref(), id, seq).unwrap_or(Value::Null),
                             null.clone(),
                             null.clone(),
                             s(if t.columns[*c].nullable { "YES" } else { "" }),
@@ -617,10 +630,10 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
                     }
                 };
                 if let Some(pk) = &t.pk {
-                    push("PRIMARY", true, pk);
+                    push("PRIMARY", true, pk, 0);
                 }
                 for i in t.indexes.iter().filter(|i| i.is_public()) {
-                    push(&i.name, i.unique, &i.columns);
+                    push(&i.name, i.unique, &i.columns, i.id);
                 }
             }
             (

@@ -1,0 +1,871 @@
+//! Table statistics: what `ANALYZE TABLE` gathers and the planner estimates row counts with.
+//!
+//! Per table, the row count; per column, the number of distinct values (NDV), NULLs, the
+//! average encoded size, the most frequent values (top-N) and an equi-depth histogram of the
+//! others; per index and for the primary key, the NDV of each leading prefix of its columns
+//! (what `SHOW INDEX` reports as CARDINALITY). It takes one pass over the rows: NDV comes
+//! from a HyperLogLog sketch, top-N and histogram from a uniform reservoir sample. Values are
+//! kept in their memcomparable key encoding, so histogram bounds compare as bytes in the
+//! order an index keeps them.
+//!
+//! Statistics persist under the meta key `stats/{table id}` (`Catalog::put_stats`) and are
+//! cached in the catalog. Commits count the rows they write per table; a table whose count
+//! since its last analysis passes `tidb_auto_analyze_ratio` of its rows (and 1000 rows) is
+//! analyzed again in the background while `tidb_enable_auto_analyze` is ON, as TiDB does.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use strata_codec::keys::{prefix_end, row_prefix};
+use strata_codec::memcmp::encode_value;
+use strata_common::{Error, Result, Value};
+
+use crate::catalog::TableInfo;
+use crate::expr::{BinOp, Expr, UnaryOp};
+use crate::keyconv::{key_conv, KeyConv, Side};
+use crate::table::decode_row;
+
+/// Rows kept in the reservoir sample (the top-N and histograms are built from it).
+pub const SAMPLE_ROWS: usize = 10_000;
+/// Histogram buckets per column.
+pub const BUCKETS: usize = 64;
+/// Most frequent values kept per column.
+pub const TOP_N: usize = 32;
+/// Auto-analyze leaves tables with fewer modified rows than this alone (TiDB's minimum).
+pub const AUTO_ANALYZE_MIN_ROWS: u64 = 1000;
+
+/// HyperLogLog precision: 2^12 registers, about 1.6% standard error.
+const HLL_BITS: u32 = 12;
+
+/// A HyperLogLog distinct-count sketch.
+#[derive(Clone)]
+struct Hll {
+    registers: Vec<u8>,
+}
+
+impl Hll {
+    fn new() -> Hll {
+        Hll { registers: vec![0; 1 << HLL_BITS] }
+    }
+
+    fn add(&mut self, hash: u64) {
+        let idx = (hash >> (64 - HLL_BITS)) as usize;
+        let rest = hash << HLL_BITS;
+        let rank = (rest.leading_zeros().min(64 - HLL_BITS) + 1) as u8;
+        if self.registers[idx] < rank {
+            self.registers[idx] = rank;
+        }
+    }
+
+    fn estimate(&self) -> f64 {
+        let m = self.registers.len() as f64;
+        let alpha = 0.7213 / (1.0 + 1.079 / m);
+        let sum: f64 = self.registers.iter().map(|&r| 2f64.powi(-(r as i32))).sum();
+        let raw = alpha * m * m / sum;
+        let zeros = self.registers.iter().filter(|&&r| r == 0).count();
+        if raw <= 2.5 * m && zeros > 0 {
+            m * (m / zeros as f64).ln()
+        } else {
+            raw
+        }
+    }
+}
+
+/// A 64-bit hash of encoded bytes (FNV-1a, then a SplitMix64 finalizer so every bit mixes).
+fn hash(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+/// One histogram bucket: the values from `lower` to `upper`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Bucket {
+    /// Lower bound (memcomparable encoding), inclusive.
+    #[serde(with = "hex_bytes")]
+    pub lower: Vec<u8>,
+    /// Upper bound (memcomparable encoding), inclusive.
+    #[serde(with = "hex_bytes")]
+    pub upper: Vec<u8>,
+    /// Rows in this bucket and every bucket before it.
+    pub count: u64,
+    /// Rows equal to `upper`.
+    pub repeats: u64,
+    /// Distinct values seen in the bucket (in the sample).
+    pub ndv: u64,
+}
+
+/// A frequent value and its row count.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TopValue {
+    /// The value (memcomparable encoding).
+    #[serde(with = "hex_bytes")]
+    pub value: Vec<u8>,
+    /// Rows holding it.
+    pub count: u64,
+}
+
+/// Statistics of one column.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ColumnStats {
+    /// The column's id (`ColumnInfo::id`).
+    pub column_id: u32,
+    /// Distinct non-NULL values.
+    pub ndv: u64,
+    /// NULLs.
+    pub nulls: u64,
+    /// Average encoded size in bytes.
+    pub avg_size: f64,
+    /// The most frequent values, most frequent first.
+    pub top_n: Vec<TopValue>,
+    /// Equi-depth histogram of the values not in `top_n`, in key order.
+    pub buckets: Vec<Bucket>,
+}
+
+/// Statistics of an index (or the primary key, id 0).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IndexStats {
+    /// The index id; 0 for the primary key.
+    pub index_id: i64,
+    /// NDV of the first 1, 2, .. columns of the index.
+    pub prefix_ndv: Vec<u64>,
+}
+
+/// Statistics of a table, as of its last analysis.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TableStats {
+    /// The table.
+    pub table_id: i64,
+    /// Rows when analyzed.
+    pub row_count: u64,
+    /// When analyzed: `YYYY-MM-DD hh:mm:ss`, server time.
+    pub analyzed_at: String,
+    /// Per column.
+    pub columns: Vec<ColumnStats>,
+    /// Per index; the primary key (when the table has one) has id 0.
+    pub indexes: Vec<IndexStats>,
+}
+
+mod hex_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        let text: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        s.serialize_str(&text)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        if text.len() % 2 != 0 {
+            return Err(serde::de::Error::custom("odd hex length"));
+        }
+        (0..text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).map_err(serde::de::Error::custom))
+            .collect()
+    }
+}
+
+/// Gathers a table's statistics from its rows, one row at a time, in bounded memory (the
+/// sketches and a sample of at most `SAMPLE_ROWS` rows).
+pub struct Collector {
+    columns: Vec<u32>,
+    /// Per index (primary key first, id 0): its id and column offsets.
+    indexes: Vec<(i64, Vec<usize>)>,
+    rows: u64,
+    nulls: Vec<u64>,
+    sizes: Vec<u64>,
+    column_hll: Vec<Hll>,
+    /// Per index, a sketch per prefix length.
+    index_hll: Vec<Vec<Hll>>,
+    /// Sampled rows: each column's encoding, None for NULL.
+    sample: Vec<Vec<Option<Vec<u8>>>>,
+    rng: u64,
+    buf: Vec<u8>,
+}
+
+impl Collector {
+    /// A collector for rows of `table`.
+    pub fn new(table: &TableInfo) -> Collector {
+        let mut indexes = Vec::new();
+        if let Some(pk) = &table.pk {
+            indexes.push((0, pk.clone()));
+        }
+        for ix in table.indexes.iter().filter(|i| i.is_public()) {
+            indexes.push((ix.id, ix.columns.clone()));
+        }
+        let n = table.columns.len();
+        Collector {
+            columns: table.columns.iter().map(|c| c.id).collect(),
+            index_hll: indexes.iter().map(|(_, cols)| vec![Hll::new(); cols.len()]).collect(),
+            indexes,
+            rows: 0,
+            nulls: vec![0; n],
+            sizes: vec![0; n],
+            column_hll: vec![Hll::new(); n],
+            sample: Vec::new(),
+            rng: 0x9e37_79b9_7f4a_7c15,
+            buf: Vec::new(),
+        }
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // xorshift64*
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Memory the collector holds, in bytes (its sample grows to `SAMPLE_ROWS` rows).
+    pub fn memory(&self) -> usize {
+        let sketches = (self.column_hll.len() + self.index_hll.iter().map(Vec::len).sum::<usize>()) << HLL_BITS;
+        let sample: usize =
+            self.sample.iter().map(|r| r.iter().map(|v| 32 + v.as_ref().map_or(0, Vec::len)).sum::<usize>()).sum();
+        sketches + sample
+    }
+
+    /// Adds one row (values in column order).
+    pub fn add(&mut self, row: &[Value]) {
+        let mut encoded: Vec<Option<Vec<u8>>> = Vec::with_capacity(row.len());
+        for (i, v) in row.iter().enumerate().take(self.columns.len()) {
+            if v.is_null() {
+                self.nulls[i] += 1;
+                encoded.push(None);
+                continue;
+            }
+            self.buf.clear();
+            encode_value(&mut self.buf, v);
+            self.sizes[i] += self.buf.len() as u64;
+            self.column_hll[i].add(hash(&self.buf));
+            encoded.push(Some(self.buf.clone()));
+        }
+        for (k, (_, cols)) in self.indexes.iter().enumerate() {
+            self.buf.clear();
+            for (p, &c) in cols.iter().enumerate() {
+                match encoded.get(c) {
+                    Some(Some(b)) => self.buf.extend_from_slice(b),
+                    _ => self.buf.push(0),
+                }
+                self.index_hll[k][p].add(hash(&self.buf));
+            }
+        }
+        self.rows += 1;
+        if self.sample.len() < SAMPLE_ROWS {
+            self.sample.push(encoded);
+        } else {
+            let j = (self.next_random() % self.rows) as usize;
+            if j < SAMPLE_ROWS {
+                self.sample[j] = encoded;
+            }
+        }
+    }
+
+    /// The statistics of the rows added.
+    pub fn finish(self, table_id: i64, analyzed_at: String) -> TableStats {
+        let exact = self.rows as usize == self.sample.len();
+        let mut columns = Vec::with_capacity(self.columns.len());
+        for (i, &id) in self.columns.iter().enumerate() {
+            let mut values: Vec<&[u8]> = self.sample.iter().filter_map(|r| r[i].as_deref()).collect();
+            values.sort_unstable();
+            let non_null = self.rows - self.nulls[i];
+            columns.push(column_stats(
+                id,
+                &values,
+                non_null,
+                self.nulls[i],
+                exact,
+                self.column_hll[i].estimate(),
+                if non_null == 0 { 0.0 } else { self.sizes[i] as f64 / non_null as f64 },
+            ));
+        }
+        let indexes = self
+            .indexes
+            .iter()
+            .zip(&self.index_hll)
+            .map(|((id, cols), hlls)| {
+                let prefix_ndv = (0..cols.len())
+                    .map(|p| {
+                        let mut ndv = hlls[p].estimate().round() as u64;
+                        if exact {
+                            // The sample holds every row: count exactly.
+                            let mut keys: Vec<Vec<u8>> = self
+                                .sample
+                                .iter()
+                                .map(|r| {
+                                    let mut k = Vec::new();
+                                    for &c in &cols[..=p] {
+                                        match &r[c] {
+                                            Some(b) => k.extend_from_slice(b),
+                                            None => k.push(0),
+                                        }
+                                    }
+                                    k
+                                })
+                                .collect();
+                            keys.sort_unstable();
+                            keys.dedup();
+                            ndv = keys.len() as u64;
+                        }
+                        ndv.min(self.rows)
+                    })
+                    .collect();
+                IndexStats { index_id: *id, prefix_ndv }
+            })
+            .collect();
+        TableStats { table_id, row_count: self.rows, analyzed_at, columns, indexes }
+    }
+}
+
+/// Builds one column's statistics from its sorted sampled values.
+fn column_stats(
+    column_id: u32,
+    sorted: &[&[u8]],
+    non_null: u64,
+    nulls: u64,
+    exact: bool,
+    sketch: f64,
+    avg_size: f64,
+) -> ColumnStats {
+    // Runs of equal values.
+    let mut runs: Vec<(&[u8], u64)> = Vec::new();
+    for v in sorted {
+        match runs.last_mut() {
+            Some((last, n)) if last == v => *n += 1,
+            _ => runs.push((v, 1)),
+        }
+    }
+    let distinct = runs.len() as u64;
+    let ndv = if exact { distinct } else { (sketch.round() as u64).clamp(distinct, non_null.max(distinct)) };
+    let scale = if sorted.is_empty() { 0.0 } else { non_null as f64 / sorted.len() as f64 };
+    let scaled = |n: u64| (n as f64 * scale).round() as u64;
+    // Top-N: values seen more than once, most frequent first.
+    let mut frequent: Vec<(&[u8], u64)> = runs.iter().copied().filter(|(_, n)| *n > 1).collect();
+    frequent.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    frequent.truncate(TOP_N);
+    let top_n: Vec<TopValue> =
+        frequent.iter().map(|(v, n)| TopValue { value: v.to_vec(), count: scaled(*n) }).collect();
+    let rest: Vec<(&[u8], u64)> = runs.iter().copied().filter(|(v, _)| !frequent.iter().any(|(f, _)| f == v)).collect();
+    let total: u64 = rest.iter().map(|(_, n)| n).sum();
+    let per_bucket = total.div_ceil(BUCKETS as u64).max(1);
+    let mut buckets = Vec::new();
+    let (mut in_bucket, mut cumulative, mut bucket_ndv) = (0u64, 0u64, 0u64);
+    let mut lower: &[u8] = &[];
+    for (i, (v, n)) in rest.iter().enumerate() {
+        if in_bucket == 0 {
+            lower = v;
+        }
+        in_bucket += n;
+        cumulative += n;
+        bucket_ndv += 1;
+        if in_bucket >= per_bucket || i + 1 == rest.len() {
+            buckets.push(Bucket {
+                lower: lower.to_vec(),
+                upper: v.to_vec(),
+                count: scaled(cumulative),
+                repeats: scaled(*n),
+                ndv: bucket_ndv,
+            });
+            in_bucket = 0;
+            bucket_ndv = 0;
+        }
+    }
+    ColumnStats { column_id, ndv, nulls, avg_size, top_n, buckets }
+}
+
+/// Where a byte string lies between two others, as a fraction in [0, 1]: the first eight
+/// bytes after their common prefix, read as big-endian numbers (exact enough for the
+/// memcomparable encodings of integers, dates and decimals, a fair guess for strings).
+fn position(lo: &[u8], hi: &[u8], v: &[u8]) -> f64 {
+    if v <= lo {
+        return 0.0;
+    }
+    if v >= hi {
+        return 1.0;
+    }
+    let common = lo.iter().zip(hi).take_while(|(a, b)| a == b).count();
+    let num = |b: &[u8]| {
+        let mut x = [0u8; 8];
+        for (i, slot) in x.iter_mut().enumerate() {
+            *slot = b.get(common + i).copied().unwrap_or(0);
+        }
+        u64::from_be_bytes(x) as f64
+    };
+    let (l, h, x) = (num(lo), num(hi), num(v));
+    if h <= l {
+        0.5
+    } else {
+        ((x - l) / (h - l)).clamp(0.0, 1.0)
+    }
+}
+
+impl ColumnStats {
+    fn top_total(&self) -> u64 {
+        self.top_n.iter().map(|t| t.count).sum()
+    }
+
+    /// Estimated rows equal to `v` (encoded).
+    pub fn eq_rows(&self, v: &[u8], row_count: f64) -> f64 {
+        if let Some(t) = self.top_n.iter().find(|t| t.value == v) {
+            return t.count as f64;
+        }
+        let hist_rows = self.buckets.last().map_or(0, |b| b.count) as f64;
+        if hist_rows == 0.0 {
+            // Every value seen is in the top-N: another value is rare.
+            return if self.top_n.is_empty() { 0.0 } else { 1.0f64.min(row_count) };
+        }
+        let (first, last) = (&self.buckets[0].lower, &self.buckets[self.buckets.len() - 1].upper);
+        if v < first.as_slice() || v > last.as_slice() {
+            // Outside the values seen: at most one bucket-value's share.
+            return 1.0f64.min(row_count);
+        }
+        let others = (self.ndv as f64 - self.top_n.len() as f64).max(1.0);
+        (hist_rows / others).max(1.0)
+    }
+
+    /// Estimated histogram rows below `v` (at or below with `inclusive`).
+    fn hist_below(&self, v: &[u8], inclusive: bool) -> f64 {
+        let mut prev_count = 0u64;
+        for b in &self.buckets {
+            if v < b.lower.as_slice() {
+                // Between buckets (or before the first): nothing of this bucket is below.
+                return prev_count as f64;
+            }
+            if v <= b.upper.as_slice() {
+                let below_upper = (b.count - prev_count).saturating_sub(b.repeats) as f64;
+                if v == b.upper.as_slice() {
+                    return prev_count as f64 + below_upper + if inclusive { b.repeats as f64 } else { 0.0 };
+                }
+                if v == b.lower.as_slice() && !inclusive {
+                    return prev_count as f64;
+                }
+                let frac = position(&b.lower, &b.upper, v);
+                return prev_count as f64 + below_upper * frac;
+            }
+            prev_count = b.count;
+        }
+        prev_count as f64
+    }
+
+    /// Estimated rows with `lower < v < upper` (bounds inclusive when flagged; None: open).
+    pub fn range_rows(&self, lower: Option<(&[u8], bool)>, upper: Option<(&[u8], bool)>) -> f64 {
+        let hist_total = self.buckets.last().map_or(0, |b| b.count) as f64;
+        let hi = match upper {
+            Some((u, inc)) => self.hist_below(u, inc),
+            None => hist_total,
+        };
+        let lo = match lower {
+            Some((l, inc)) => self.hist_below(l, !inc),
+            None => 0.0,
+        };
+        let top: u64 = self
+            .top_n
+            .iter()
+            .filter(|t| {
+                let v = t.value.as_slice();
+                lower.is_none_or(|(l, inc)| if inc { v >= l } else { v > l })
+                    && upper.is_none_or(|(u, inc)| if inc { v <= u } else { v < u })
+            })
+            .map(|t| t.count)
+            .sum();
+        (hi - lo).max(0.0) + top as f64
+    }
+
+    /// Rows holding a non-NULL value.
+    pub fn non_null(&self) -> f64 {
+        (self.top_total() + self.buckets.last().map_or(0, |b| b.count)) as f64
+    }
+}
+
+impl TableStats {
+    /// The statistics of the column with this id.
+    pub fn column(&self, id: u32) -> Option<&ColumnStats> {
+        self.columns.iter().find(|c| c.column_id == id)
+    }
+
+    /// The statistics of the index with this id (0: the primary key).
+    pub fn index(&self, id: i64) -> Option<&IndexStats> {
+        self.indexes.iter().find(|i| i.index_id == id)
+    }
+
+    /// Average row size: the sum of the columns' average encoded sizes.
+    pub fn avg_row_size(&self) -> f64 {
+        self.columns.iter().map(|c| c.avg_size * c.non_null() / (self.row_count.max(1) as f64)).sum()
+    }
+}
+
+/// Rows written per table since each table's last analysis (this process's lifetime).
+#[derive(Default)]
+pub struct Modifications {
+    counts: parking_lot::Mutex<HashMap<i64, u64>>,
+}
+
+impl Modifications {
+    /// Adds rows written by a committed transaction.
+    pub fn add(&self, table: i64, rows: u64) {
+        *self.counts.lock().entry(table).or_default() += rows;
+    }
+
+    /// Rows written to `table` since it was last analyzed.
+    pub fn get(&self, table: i64) -> u64 {
+        self.counts.lock().get(&table).copied().unwrap_or(0)
+    }
+
+    /// Starts the count of `table` over by `rows` (those an analysis saw).
+    pub fn take(&self, table: i64, rows: u64) {
+        let mut c = self.counts.lock();
+        if let Some(n) = c.get_mut(&table) {
+            *n = n.saturating_sub(rows);
+        }
+    }
+
+    /// Every table with a count.
+    pub fn all(&self) -> Vec<(i64, u64)> {
+        self.counts.lock().iter().map(|(k, v)| (*k, *v)).collect()
+    }
+}
+
+/// Whether `table` with statistics `stats` (None: never analyzed) and `modified` rows
+/// since should be analyzed again, for auto-analyze with `ratio`.
+pub fn needs_analyze(stats: Option<&TableStats>, modified: u64, ratio: f64) -> bool {
+    if modified < AUTO_ANALYZE_MIN_ROWS || ratio <= 0.0 {
+        return false;
+    }
+    match stats {
+        None => true,
+        Some(s) => modified as f64 > ratio * s.row_count as f64,
+    }
+}
+
+/// The selectivity TiDB assumes for a predicate it cannot estimate (its selection factor).
+pub const DEFAULT_SELECTIVITY: f64 = 0.8;
+/// `tidb_default_string_match_selectivity`'s default: the share of rows a LIKE keeps.
+pub const DEFAULT_LIKE_SELECTIVITY: f64 = 0.8;
+
+/// Estimates how many rows of a table satisfy every predicate of `preds` (bound to the
+/// table's columns), assuming they are independent. `constant` evaluates an expression that
+/// does not depend on the row (None when it cannot).
+pub struct Estimator<'a> {
+    /// The table.
+    pub table: &'a TableInfo,
+    /// Its statistics.
+    pub stats: &'a TableStats,
+    /// Evaluates row-independent expressions.
+    pub constant: &'a dyn Fn(&Expr) -> Option<Value>,
+    /// The share of rows a LIKE keeps.
+    pub like: f64,
+}
+
+impl Estimator<'_> {
+    /// Rows the table holds.
+    pub fn rows(&self) -> f64 {
+        self.stats.row_count as f64
+    }
+
+    /// Estimated rows satisfying all of `preds`.
+    pub fn filtered_rows(&self, preds: &[Expr]) -> f64 {
+        let rows = self.rows();
+        preds.iter().fold(rows, |n, p| n * self.selectivity(p))
+    }
+
+    /// The statistics of column offset `c`.
+    pub fn column(&self, c: usize) -> Option<&ColumnStats> {
+        self.stats.column(self.table.columns.get(c)?.id)
+    }
+
+    /// Distinct values of column offset `c` (the row count when unknown).
+    pub fn ndv(&self, c: usize) -> f64 {
+        self.column(c).map_or(self.rows(), |s| s.ndv as f64).max(1.0)
+    }
+
+    /// `v` as a key of column `c`, for bound `side`: Some(None) when the bound excludes
+    /// nothing, None when no row can match or the value does not convert.
+    fn key(&self, c: usize, v: &Expr, side: Side) -> Result<Option<Option<Vec<u8>>>, ()> {
+        let value = (self.constant)(v).ok_or(())?;
+        let ty = &self.table.columns.get(c).ok_or(())?.ty;
+        match key_conv(ty, &value, side) {
+            KeyConv::Empty => Ok(None),
+            KeyConv::Unbounded => Ok(Some(None)),
+            KeyConv::Unusable => Err(()),
+            KeyConv::At(v, _) => {
+                let mut b = Vec::new();
+                encode_value(&mut b, &v);
+                Ok(Some(Some(b)))
+            }
+        }
+    }
+
+    fn eq(&self, c: usize, v: &Expr) -> Option<f64> {
+        let col = self.column(c)?;
+        let rows = self.rows().max(1.0);
+        match self.key(c, v, Side::Eq).ok()? {
+            None => Some(0.0),
+            Some(None) => Some(1.0 / self.ndv(c)),
+            Some(Some(k)) => Some((col.eq_rows(&k, rows) / rows).min(1.0)),
+        }
+    }
+
+    fn range(&self, c: usize, lower: Option<(&Expr, bool)>, upper: Option<(&Expr, bool)>) -> Option<f64> {
+        let col = self.column(c)?;
+        let rows = self.rows().max(1.0);
+        let bound = |b: Option<(&Expr, bool)>, side| -> Option<Option<Option<(Vec<u8>, bool)>>> {
+            match b {
+                None => Some(Some(None)),
+                Some((e, inc)) => match self.key(c, e, side).ok()? {
+                    None => Some(None),
+                    Some(k) => Some(Some(k.map(|k| (k, inc)))),
+                },
+            }
+        };
+        let (Some(lo), Some(hi)) = (bound(lower, Side::Lower)?, bound(upper, Side::Upper)?) else {
+            return Some(0.0);
+        };
+        let n =
+            col.range_rows(lo.as_ref().map(|(k, i)| (k.as_slice(), *i)), hi.as_ref().map(|(k, i)| (k.as_slice(), *i)));
+        Some((n / rows).clamp(0.0, 1.0))
+    }
+
+    /// The share of rows `e` keeps.
+    pub fn selectivity(&self, e: &Expr) -> f64 {
+        self.try_selectivity(e).unwrap_or(DEFAULT_SELECTIVITY).clamp(0.0, 1.0)
+    }
+
+    fn try_selectivity(&self, e: &Expr) -> Option<f64> {
+        let column = |e: &Expr| match e {
+            Expr::Column(c) => Some(*c),
+            Expr::Cast(x, _) => match **x {
+                Expr::Column(c) => Some(c),
+                _ => None,
+            },
+            _ => None,
+        };
+        let rows = self.rows().max(1.0);
+        match e {
+            Expr::Binary(BinOp::And, a, b) => Some(self.selectivity(a) * self.selectivity(b)),
+            Expr::Binary(BinOp::Or, a, b) => {
+                let (x, y) = (self.selectivity(a), self.selectivity(b));
+                Some(x + y - x * y)
+            }
+            Expr::Unary(UnaryOp::Not, a) => Some(1.0 - self.selectivity(a)),
+            Expr::Binary(op, a, b) => {
+                let (c, v, op) = match (column(a), column(b)) {
+                    (Some(c), None) => (c, &**b, *op),
+                    (None, Some(c)) => (c, &**a, flip(*op)),
+                    _ => return None,
+                };
+                match op {
+                    BinOp::Eq | BinOp::NullSafeEq => self.eq(c, v),
+                    BinOp::NotEq => self.eq(c, v).map(|s| {
+                        let nulls = self.column(c).map_or(0.0, |s| s.nulls as f64) / rows;
+                        (1.0 - s - nulls).max(0.0)
+                    }),
+                    BinOp::Lt => self.range(c, None, Some((v, false))),
+                    BinOp::LtEq => self.range(c, None, Some((v, true))),
+                    BinOp::Gt => self.range(c, Some((v, false)), None),
+                    BinOp::GtEq => self.range(c, Some((v, true)), None),
+                    _ => None,
+                }
+            }
+            Expr::Between(x, lo, hi, negated) => {
+                let s = self.range(column(x)?, Some((lo, true)), Some((hi, true)))?;
+                Some(if *negated { 1.0 - s } else { s })
+            }
+            Expr::InList(x, list, negated) => {
+                let c = column(x)?;
+                let s = list.iter().map(|v| self.eq(c, v)).sum::<Option<f64>>()?.min(1.0);
+                Some(if *negated { 1.0 - s } else { s })
+            }
+            Expr::IsNull(x, negated) => {
+                let s = self.column(column(x)?)?.nulls as f64 / rows;
+                Some(if *negated { 1.0 - s } else { s })
+            }
+            Expr::Like(_, _, _, negated) => Some(if *negated { 1.0 - self.like } else { self.like }),
+            _ => None,
+        }
+    }
+}
+
+fn flip(op: BinOp) -> BinOp {
+    match op {
+        BinOp::Lt => BinOp::Gt,
+        BinOp::LtEq => BinOp::GtEq,
+        BinOp::Gt => BinOp::Lt,
+        BinOp::GtEq => BinOp::LtEq,
+        other => other,
+    }
+}
+
+impl crate::session::Engine {
+    /// ANALYZE TABLE: gathers `table`'s statistics from a snapshot of its rows (one pass,
+    /// in bounded memory) and stores them.
+    pub async fn analyze_table(&self, table: &TableInfo) -> Result<Arc<TableStats>> {
+        let modified = self.catalog.modifications.get(table.id);
+        let txn = self.begin_internal().await?;
+        let prefix = row_prefix(table.table_id());
+        let end = prefix_end(&prefix);
+        let mut start = prefix;
+        let mut collector = Collector::new(table);
+        loop {
+            crate::interrupt::checkpoint().await?;
+            let batch = txn.scan(&start, &end, 4096).await?;
+            let Some((last, _)) = batch.last() else { break };
+            start = last.clone();
+            start.push(0);
+            for (_, v) in &batch {
+                let (row, _) = decode_row(table, v)?;
+                collector.add(&row);
+            }
+        }
+        let _ = txn.rollback().await;
+        let at = crate::session::now().format_datetime(0);
+        self.catalog.put_stats(collector.finish(table.id, at), modified).await?;
+        self.catalog.stats(table.id).ok_or_else(|| Error::internal("statistics vanished after ANALYZE"))
+    }
+
+    /// One round of auto-analyze: analyzes every table whose rows written since its last
+    /// analysis pass `ratio` of its rows (and `AUTO_ANALYZE_MIN_ROWS`). Returns how many
+    /// tables it analyzed.
+    pub async fn auto_analyze(&self, ratio: f64) -> Result<usize> {
+        let mut done = 0;
+        for (id, modified) in self.catalog.modifications.all() {
+            let Some(table) = self.catalog.schema().all_tables().into_iter().find(|t| t.id == id) else { continue };
+            if needs_analyze(self.catalog.stats(id).as_deref(), modified, ratio) {
+                self.analyze_table(&table).await?;
+                done += 1;
+            }
+        }
+        Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{ColumnInfo, IndexInfo, IndexState};
+    use crate::types::ColumnType;
+
+    fn table() -> TableInfo {
+        let col = |id: u32, name: &str, nullable: bool| ColumnInfo {
+            id,
+            name: name.into(),
+            ty: ColumnType::Int { bytes: 8, unsigned: false },
+            nullable,
+            default: None,
+            auto_increment: false,
+            on_update_now: false,
+            unsigned: false,
+            generated: None,
+        };
+        TableInfo {
+            id: 7,
+            db: "d".into(),
+            name: "t".into(),
+            columns: vec![col(1, "id", false), col(2, "k", true), col(3, "u", false)],
+            pk: Some(vec![0]),
+            indexes: vec![IndexInfo {
+                id: 1,
+                name: "k_u".into(),
+                columns: vec![1, 2],
+                unique: false,
+                state: IndexState::Public,
+            }],
+            next_column_id: 4,
+            next_index_id: 2,
+            checks: vec![],
+            columnar_replica: None,
+        }
+    }
+
+    fn enc(v: i64) -> Vec<u8> {
+        let mut b = Vec::new();
+        encode_value(&mut b, &Value::Int(v));
+        b
+    }
+
+    /// `rows` rows: id 0.., k = id % 100 except every tenth row NULL and a quarter of
+    /// them 7, u = id (unique).
+    fn analyzed(rows: i64) -> TableStats {
+        let t = table();
+        let mut c = Collector::new(&t);
+        for id in 0..rows {
+            let k = if id % 10 == 0 {
+                Value::Null
+            } else if id % 4 == 1 {
+                Value::Int(7)
+            } else {
+                Value::Int(id % 100)
+            };
+            c.add(&[Value::Int(id), k, Value::Int(id)]);
+        }
+        c.finish(t.id, "2026-11-24 00:00:00".into())
+    }
+
+    fn assert_near(got: f64, want: f64, tolerance: f64) {
+        assert!((got - want).abs() <= want * tolerance, "estimate {got}, actual {want}");
+    }
+
+    #[test]
+    fn a_small_table_is_counted_exactly() {
+        let s = analyzed(2_000);
+        assert_eq!(s.row_count, 2_000);
+        let id = s.column(1).unwrap();
+        assert_eq!((id.ndv, id.nulls), (2_000, 0));
+        let k = s.column(2).unwrap();
+        assert_eq!(k.nulls, 200);
+        // k takes 7 plus every value of id % 100 that is not a multiple of 10.
+        assert_eq!(k.ndv, 90);
+        assert_eq!(k.top_n[0].value, enc(7), "the most frequent value comes first");
+        assert_eq!(s.index(0).unwrap().prefix_ndv, vec![2_000]);
+        assert_eq!(s.index(1).unwrap().prefix_ndv, vec![91, 2_000], "NULL counts as one prefix value");
+        // Equality through the top-N, ranges through the histogram.
+        let sevens = (0..2_000).filter(|i| i % 10 != 0 && i % 4 == 1).count()
+            + (0..2_000).filter(|i| i % 10 != 0 && i % 4 != 1 && i % 100 == 7).count();
+        assert_near(k.eq_rows(&enc(7), 2_000.0), sevens as f64, 0.01);
+        assert_near(id.range_rows(Some((&enc(100), true)), Some((&enc(300), false))), 200.0, 0.05);
+        assert_near(id.range_rows(None, Some((&enc(1_000), false))), 1_000.0, 0.05);
+        assert_eq!(id.range_rows(Some((&enc(5_000), false)), None), 0.0);
+    }
+
+    #[test]
+    fn a_large_table_is_estimated_from_sketches_and_a_sample() {
+        let s = analyzed(200_000);
+        assert_eq!(s.row_count, 200_000);
+        let id = s.column(1).unwrap();
+        assert_near(id.ndv as f64, 200_000.0, 0.05);
+        let k = s.column(2).unwrap();
+        assert_eq!(k.nulls, 20_000);
+        assert_near(k.ndv as f64, 90.0, 0.05);
+        assert_near(s.index(1).unwrap().prefix_ndv[1] as f64, 200_000.0, 0.05);
+        // A uniform column's range estimates hold within a few percent.
+        assert_near(id.range_rows(Some((&enc(50_000), true)), Some((&enc(150_000), false))), 100_000.0, 0.05);
+        let eq = id.eq_rows(&enc(12_345), 200_000.0);
+        assert!((1.0..=3.0).contains(&eq), "a unique value estimates about one row, got {eq}");
+        assert_near(k.eq_rows(&enc(7), 200_000.0), 200_000.0 * (0.9 * 0.25), 0.1);
+    }
+
+    #[test]
+    fn statistics_round_trip_through_json() {
+        let s = analyzed(500);
+        let text = serde_json::to_string(&s).unwrap();
+        let back: TableStats = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn auto_analyze_waits_for_enough_modified_rows() {
+        let s = analyzed(10_000);
+        assert!(!needs_analyze(None, 999, 0.5), "below the minimum");
+        assert!(needs_analyze(None, 1_000, 0.5), "never analyzed");
+        assert!(!needs_analyze(Some(&s), 4_000, 0.5));
+        assert!(needs_analyze(Some(&s), 5_001, 0.5));
+        assert!(!needs_analyze(Some(&s), 50_000, 0.0), "ratio 0 turns it off");
+    }
+}

@@ -1,0 +1,174 @@
+//! Table statistics against a Strata server started by the test: ANALYZE TABLE answers as
+//! MySQL does (a row per table, a missing table a row, not an error), the statistics show in
+//! TiDB's SHOW STATS_* and in information_schema / SHOW INDEX, survive a restart, are
+//! gathered again by auto-analyze once enough rows change, and decide the join order: the
+//! selective table drives index lookups into the large one, with the same answer.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Error, Row};
+
+fn server_code(e: &Error) -> Option<u16> {
+    match e {
+        Error::Server(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+fn text(rows: Vec<Row>) -> Vec<Vec<Option<String>>> {
+    rows.into_iter().map(|r| (0..r.len()).map(|i| r.get::<Option<String>, _>(i).flatten()).collect()).collect()
+}
+
+/// SHOW STATS_META's (Modify_count, Row_count) of `s.<table>`, if it was analyzed.
+async fn stats_meta(c: &mut Conn, table: &str) -> Option<(i64, i64)> {
+    let rows: Vec<Row> = c.query(format!("SHOW STATS_META WHERE Table_name = '{table}'")).await.expect("stats_meta");
+    rows.into_iter().next().map(|r| (r.get::<i64, _>(4).expect("modify"), r.get::<i64, _>(5).expect("rows")))
+}
+
+/// Inserts `n` rows into `s.big`: id from `from`, fk = id % 100 (a part key), v = id.
+async fn fill_big(c: &mut Conn, from: i64, n: i64) {
+    for start in (from..from + n).step_by(500) {
+        let values: Vec<String> =
+            (start..(start + 500).min(from + n)).map(|i| format!("({i}, {}, {i}, NULL)", i % 100)).collect();
+        c.query_drop(format!("INSERT INTO s.big VALUES {}", values.join(","))).await.expect("insert big");
+    }
+}
+
+async fn setup(c: &mut Conn) {
+    for sql in [
+        "CREATE DATABASE s",
+        "CREATE TABLE s.big (id INT PRIMARY KEY, fk INT NOT NULL, v INT, note VARCHAR(10), KEY idx_fk (fk))",
+        "CREATE TABLE s.small (id INT PRIMARY KEY, tag VARCHAR(10) NOT NULL, grp INT)",
+    ] {
+        c.query_drop(sql).await.expect(sql);
+    }
+    fill_big(c, 0, 5_000).await;
+    let values: Vec<String> =
+        (0..100).map(|i| format!("({i}, '{}', {})", if i % 25 == 3 { "rare" } else { "common" }, i % 4)).collect();
+    c.query_drop(format!("INSERT INTO s.small VALUES {}", values.join(","))).await.expect("insert small");
+}
+
+const JOIN: &str = "SELECT small.id, COUNT(*), SUM(big.v) FROM s.big, s.small \
+                    WHERE big.fk = small.id AND small.tag = 'rare' GROUP BY small.id ORDER BY small.id";
+
+async fn plan(c: &mut Conn) -> Vec<String> {
+    let rows: Vec<String> = c.query(format!("EXPLAIN {JOIN}")).await.expect("explain");
+    rows.into_iter().map(|l| l.trim().to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn analyze_gathers_statistics_that_persist_and_order_joins() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let mut server = common::StrataProcess::start(&data);
+    let pool = server.pool(None);
+    let mut c = pool.get_conn().await.expect("connect");
+    setup(&mut c).await;
+
+    // Before statistics: the written order, big first, small looked up by its key.
+    let before = plan(&mut c).await;
+    let answer: Vec<Row> = c.query(JOIN).await.expect("join");
+    let answer = text(answer);
+    assert_eq!(answer.len(), 4, "parts 3, 28, 53, 78 are rare: {answer:?}");
+    assert!(
+        before.iter().position(|l| l.contains("table:big")) < before.iter().position(|l| l.contains("table:small"))
+    );
+    assert_eq!(stats_meta(&mut c, "big").await, None);
+
+    // ANALYZE: a row per table, MySQL's rows for a missing one.
+    let rows: Vec<Row> = c.query("ANALYZE TABLE s.big, s.small, s.nope").await.expect("analyze");
+    let rows = text(rows);
+    let s = |v: &str| Some(v.to_string());
+    assert_eq!(
+        rows,
+        vec![
+            vec![s("s.big"), s("analyze"), s("status"), s("OK")],
+            vec![s("s.small"), s("analyze"), s("status"), s("OK")],
+            vec![s("s.nope"), s("analyze"), s("Error"), s("Table 's.nope' doesn't exist")],
+            vec![s("s.nope"), s("analyze"), s("status"), s("Operation failed")],
+        ]
+    );
+    assert_eq!(stats_meta(&mut c, "big").await, Some((0, 5_000)));
+    assert_eq!(stats_meta(&mut c, "small").await, Some((0, 100)));
+    let hist: Vec<Row> = c.query("SHOW STATS_HISTOGRAMS WHERE Table_name = 'big'").await.expect("histograms");
+    let hist: Vec<(String, i64, i64, i64)> = hist
+        .into_iter()
+        .map(|r| (r.get(3).unwrap(), r.get(4).unwrap(), r.get(6).unwrap(), r.get(7).unwrap()))
+        .collect();
+    assert!(hist.contains(&("id".into(), 0, 5_000, 0)), "{hist:?}");
+    assert!(hist.contains(&("fk".into(), 0, 100, 0)), "{hist:?}");
+    assert!(hist.contains(&("note".into(), 0, 0, 5_000)), "{hist:?}");
+    assert!(hist.contains(&("idx_fk".into(), 1, 100, 0)), "{hist:?}");
+    let topn: Vec<Row> = c.query("SHOW STATS_TOPN LIKE 'small'").await.expect("topn");
+    let topn: Vec<(String, String, i64)> =
+        topn.into_iter().map(|r| (r.get(3).unwrap(), r.get(5).unwrap(), r.get(6).unwrap())).collect();
+    assert!(topn.contains(&("tag".into(), "common".into(), 96)), "{topn:?}");
+    let buckets: Vec<Row> =
+        c.query("SHOW STATS_BUCKETS WHERE Table_name = 'big' AND Column_name = 'id'").await.expect("buckets");
+    let last = buckets.last().expect("the id column has a histogram");
+    assert_eq!((last.get::<i64, _>(6).unwrap(), last.get::<String, _>(9).unwrap()), (5_000, "4999".to_string()));
+    let rows_shown: Option<i64> = c
+        .query_first("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = 's' AND TABLE_NAME = 'big'")
+        .await
+        .expect("tables");
+    assert_eq!(rows_shown, Some(5_000));
+    let index: Vec<Row> = c.query("SHOW INDEX FROM s.big").await.expect("show index");
+    let cardinality: Vec<(String, i64)> =
+        index.into_iter().map(|r| (r.get::<String, _>(2).unwrap(), r.get::<i64, _>(6).unwrap())).collect();
+    assert_eq!(cardinality, vec![("PRIMARY".to_string(), 5_000), ("idx_fk".to_string(), 100)]);
+
+    // With statistics the few rare parts come first and drive lookups through idx_fk.
+    let after = plan(&mut c).await;
+    let small = after.iter().position(|l| l.contains("table:small")).expect("small is read");
+    let big = after.iter().position(|l| l.contains("table:big")).expect("big is read");
+    assert!(small < big, "{after:?}");
+    assert!(after[big].contains("IndexLookUp index:idx_fk"), "{after:?}");
+    let again: Vec<Row> = c.query(JOIN).await.expect("join");
+    assert_eq!(text(again), answer);
+
+    // Statistics survive a restart.
+    drop(c);
+    pool.disconnect().await.expect("disconnect");
+    server.stop();
+    let server = common::StrataProcess::start(&data);
+    let pool = server.pool(None);
+    let mut c = pool.get_conn().await.expect("connect");
+    assert_eq!(stats_meta(&mut c, "big").await, Some((0, 5_000)));
+    assert_eq!(plan(&mut c).await, after);
+
+    // Errors: no table named, no privileges.
+    let e = c.query_drop("ANALYZE TABLE").await.expect_err("no table");
+    assert_eq!(server_code(&e), Some(1064));
+    c.query_drop("CREATE USER u@'%'").await.expect("user");
+    c.query_drop("GRANT SELECT ON s.small TO u@'%'").await.expect("grant");
+    let url = server.url(None).replacen("root", "u", 1);
+    let opts =
+        mysql_async::OptsBuilder::from_opts(mysql_async::Opts::from_url(&url).expect("url")).prefer_socket(false);
+    let mut u = Conn::new(opts).await.expect("connect as u");
+    let e = u.query_drop("ANALYZE TABLE s.small").await.expect_err("needs INSERT too");
+    assert_eq!(server_code(&e), Some(1142));
+    let metas: Vec<Row> = u.query("SHOW STATS_META").await.expect("stats_meta as u");
+    let tables: Vec<String> = metas.into_iter().map(|r| r.get(1).unwrap()).collect();
+    assert_eq!(tables, vec!["small".to_string()], "only tables the account may see");
+    drop(u);
+
+    // Auto-analyze: enough new rows (over half the table and at least 1000) bring the
+    // statistics up to date by themselves.
+    fill_big(&mut c, 10_000, 3_000).await;
+    assert_eq!(stats_meta(&mut c, "big").await, Some((3_000, 5_000)));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some((modified, 8_000)) = stats_meta(&mut c, "big").await {
+            assert_eq!(modified, 0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "auto-analyze never ran: {:?}", stats_meta(&mut c, "big").await);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Dropping a table drops its statistics.
+    c.query_drop("DROP TABLE s.small").await.expect("drop");
+    assert_eq!(stats_meta(&mut c, "small").await, None);
+}
