@@ -96,28 +96,37 @@ async fn analyze_gathers_statistics_that_persist_and_order_joins() {
     let hist: Vec<Row> = c.query("SHOW STATS_HISTOGRAMS WHERE Table_name = 'big'").await.expect("histograms");
     let hist: Vec<(String, i64, i64, i64)> = hist
         .into_iter()
-        .map(|r| (r.get(3).unwrap(), r.get(4).unwrap(), r.get(6).unwrap(), r.get(7).unwrap()))
+        .map(|r| {
+            (r.get(3).expect("column"), r.get(4).expect("column"), r.get(6).expect("column"), r.get(7).expect("column"))
+        })
         .collect();
     assert!(hist.contains(&("id".into(), 0, 5_000, 0)), "{hist:?}");
     assert!(hist.contains(&("fk".into(), 0, 100, 0)), "{hist:?}");
     assert!(hist.contains(&("note".into(), 0, 0, 5_000)), "{hist:?}");
     assert!(hist.contains(&("idx_fk".into(), 1, 100, 0)), "{hist:?}");
     let topn: Vec<Row> = c.query("SHOW STATS_TOPN LIKE 'small'").await.expect("topn");
-    let topn: Vec<(String, String, i64)> =
-        topn.into_iter().map(|r| (r.get(3).unwrap(), r.get(5).unwrap(), r.get(6).unwrap())).collect();
+    let topn: Vec<(String, String, i64)> = topn
+        .into_iter()
+        .map(|r| (r.get(3).expect("column"), r.get(5).expect("column"), r.get(6).expect("column")))
+        .collect();
     assert!(topn.contains(&("tag".into(), "common".into(), 96)), "{topn:?}");
     let buckets: Vec<Row> =
         c.query("SHOW STATS_BUCKETS WHERE Table_name = 'big' AND Column_name = 'id'").await.expect("buckets");
     let last = buckets.last().expect("the id column has a histogram");
-    assert_eq!((last.get::<i64, _>(6).unwrap(), last.get::<String, _>(9).unwrap()), (5_000, "4999".to_string()));
+    assert_eq!(
+        (last.get::<i64, _>(6).expect("column"), last.get::<String, _>(9).expect("column")),
+        (5_000, "4999".to_string())
+    );
     let rows_shown: Option<i64> = c
         .query_first("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = 's' AND TABLE_NAME = 'big'")
         .await
         .expect("tables");
     assert_eq!(rows_shown, Some(5_000));
     let index: Vec<Row> = c.query("SHOW INDEX FROM s.big").await.expect("show index");
-    let cardinality: Vec<(String, i64)> =
-        index.into_iter().map(|r| (r.get::<String, _>(2).unwrap(), r.get::<i64, _>(6).unwrap())).collect();
+    let cardinality: Vec<(String, i64)> = index
+        .into_iter()
+        .map(|r| (r.get::<String, _>(2).expect("column"), r.get::<i64, _>(6).expect("column")))
+        .collect();
     assert_eq!(cardinality, vec![("PRIMARY".to_string(), 5_000), ("idx_fk".to_string(), 100)]);
 
     // With statistics the few rare parts come first and drive lookups through idx_fk.
@@ -151,7 +160,7 @@ async fn analyze_gathers_statistics_that_persist_and_order_joins() {
     let e = u.query_drop("ANALYZE TABLE s.small").await.expect_err("needs INSERT too");
     assert_eq!(server_code(&e), Some(1142));
     let metas: Vec<Row> = u.query("SHOW STATS_META").await.expect("stats_meta as u");
-    let tables: Vec<String> = metas.into_iter().map(|r| r.get(1).unwrap()).collect();
+    let tables: Vec<String> = metas.into_iter().map(|r| r.get(1).expect("column")).collect();
     assert_eq!(tables, vec!["small".to_string()], "only tables the account may see");
     drop(u);
 
