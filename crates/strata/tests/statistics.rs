@@ -151,8 +151,8 @@ async fn analyze_gathers_statistics_that_persist_and_order_joins() {
     // Errors: no table named, no privileges.
     let e = c.query_drop("ANALYZE TABLE").await.expect_err("no table");
     assert_eq!(server_code(&e), Some(1064));
-    c.query_drop("CREATE USER u@'%'").await.expect("user");
-    c.query_drop("GRANT SELECT ON s.small TO u@'%'").await.expect("grant");
+    c.query_drop("CREATE USER 'u'@'%'").await.expect("user");
+    c.query_drop("GRANT SELECT ON s.small TO 'u'@'%'").await.expect("grant");
     let url = server.url(None).replacen("root", "u", 1);
     let opts =
         mysql_async::OptsBuilder::from_opts(mysql_async::Opts::from_url(&url).expect("url")).prefer_socket(false);
