@@ -579,7 +579,14 @@ impl<'q> Translator<'q> {
         let mut finals: Vec<Final> = Vec::new();
         for call in aggs {
             let t = self.ty(&Expr::Agg(Box::new(call.clone())), &inp);
-            let target = t.ty.as_ref().and_then(arrow_type);
+            // A DECIMAL result wider than Decimal128 keeps its scale at 38 digits (the
+            // values fit: they are computed in Decimal128).
+            let target = t.ty.as_ref().and_then(|ty| match ty {
+                ColumnType::Decimal { precision, scale } if *precision > MAX_DECIMAL128 => {
+                    Some(dec(MAX_DECIMAL128, (*scale).min(MAX_DECIMAL128)))
+                }
+                ty => arrow_type(ty),
+            });
             let arg_t = call.args.first().map(|a| self.ty(a, &inp)).unwrap_or_else(SqlType::null);
             let arg = match call.func {
                 AggFunc::CountStar => None,

@@ -234,11 +234,28 @@ pub fn column_def(c: &Column, field_list: bool) -> Vec<u8> {
     out
 }
 
-/// A text-protocol row.
-pub fn text_row(values: &[Value]) -> Vec<u8> {
+/// MYSQL_TYPE_NEWDECIMAL.
+const NEWDECIMAL: u8 = 0xf6;
+
+/// The text form of `v` as a value of column `c`: a DECIMAL shows the column's digits after
+/// the point (`0.00`, not `0`, for DECIMAL(p,2): arithmetic may give a value of a smaller
+/// scale, such as an exact zero).
+fn column_text(c: Option<&Column>, v: &Value) -> Option<Vec<u8>> {
+    if let (Some(c), Value::Decimal(d)) = (c, v) {
+        if c.ty == NEWDECIMAL && u32::from(c.decimals) > d.scale() && c.decimals <= 28 {
+            let mut d = *d;
+            d.rescale(u32::from(c.decimals));
+            return Some(d.to_string().into_bytes());
+        }
+    }
+    v.to_text()
+}
+
+/// A text-protocol row for `columns`.
+pub fn text_row(columns: &[Column], values: &[Value]) -> Vec<u8> {
     let mut out = Vec::with_capacity(values.len() * 8);
-    for v in values {
-        match v.to_text() {
+    for (i, v) in values.iter().enumerate() {
+        match column_text(columns.get(i), v) {
             Some(b) => put_lenenc_bytes(&mut out, &b),
             None => out.push(0xfb),
         }
@@ -316,7 +333,7 @@ pub fn binary_row(columns: &[Column], values: &[Value]) -> Vec<u8> {
                 }
             }
             6 => {}
-            _ => put_lenenc_bytes(&mut out, &v.to_text().unwrap_or_default()),
+            _ => put_lenenc_bytes(&mut out, &column_text(Some(c), v).unwrap_or_default()),
         }
     }
     out

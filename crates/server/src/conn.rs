@@ -339,7 +339,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                 }
                 self.io.write(&codec::eof_packet(self.status(), 0));
                 for row in &rows {
-                    let payload = if binary { codec::binary_row(&columns, row) } else { codec::text_row(row) };
+                    let payload =
+                        if binary { codec::binary_row(&columns, row) } else { codec::text_row(&columns, row) };
                     self.io.write(&payload);
                 }
                 let eof = codec::eof_packet(self.status() | more_flag, self.session.warning_count());

@@ -855,7 +855,7 @@ impl<'a> Binder<'a> {
             return Ok((plan, scope));
         }
         propagate_constants(preds);
-        let plan = self.join_items(items, &offsets, &scope, preds)?;
+        let plan = self.join_items(items, &offsets, &scope, preds, &[])?;
         Ok((plan, scope))
     }
 
@@ -909,8 +909,8 @@ impl<'a> Binder<'a> {
         let n = items.len();
         let placed: Vec<&Expr> = preds.iter().chain(&on_preds).filter(|e| placeable(e)).collect();
         let rels: Vec<&Relation> = items.iter().map(|i| &i.0).collect();
-        let order = match self.cost_order(&rels, offsets, &placed) {
-            Some(order) => order,
+        let (order, build_left) = match self.cost_order(&rels, offsets, &placed) {
+            Some(found) => found,
             None if n < 3 => return Ok(None),
             None => {
                 let mut order = vec![0];
@@ -924,10 +924,11 @@ impl<'a> Binder<'a> {
                     joined[next] = true;
                     order.push(next);
                 }
-                order
+                (order, Vec::new())
             }
         };
-        if order.iter().enumerate().all(|(i, &k)| i == k) {
+        let written = order.iter().enumerate().all(|(i, &k)| i == k);
+        if written && !build_left.contains(&true) {
             return Ok(None);
         }
         // Column positions: written → planned.
@@ -958,7 +959,7 @@ impl<'a> Binder<'a> {
                 .flat_map(|&k| scope.columns[offsets[k]..offsets[k] + widths[k]].iter().cloned())
                 .collect(),
         };
-        let plan = self.join_items(permuted, &new_offsets, &planned_scope, &mut planned)?;
+        let plan = self.join_items(permuted, &new_offsets, &planned_scope, &mut planned, &build_left)?;
         // Whatever the join did not place goes back in written order.
         let mut back = vec![0; total];
         for (i, &m) in map.iter().enumerate() {
@@ -968,17 +969,23 @@ impl<'a> Binder<'a> {
             preds.push(remap(e, &back)?);
         }
         preds.extend(kept);
+        if written {
+            return Ok(Some(plan));
+        }
         Ok(Some(Plan::Project { input: Box::new(plan), exprs: map.into_iter().map(Expr::Column).collect() }))
     }
 
     /// Joins FROM items in the order given (`offsets` are their first columns in `scope`),
-    /// placing each conjunct of `preds` as early as its columns allow.
+    /// placing each conjunct of `preds` as early as its columns allow. `build_left[k]`: an
+    /// inner hash join with item k hashes the items before it (estimated fewer rows) and
+    /// streams item k past them.
     fn join_items(
         &mut self,
         items: Vec<(Relation, JoinKind, Option<ast::Expr>)>,
         offsets: &[usize],
         scope: &Scope,
         preds: &mut Vec<Expr>,
+        build_left: &[bool],
     ) -> Result<Plan> {
         let total = scope.columns.len();
         // Tables on the inner side of a LEFT JOIN must not receive WHERE conjuncts.
@@ -1122,6 +1129,7 @@ impl<'a> Binder<'a> {
                         kind,
                         on: and_all(rest),
                         right_width: width,
+                        build_left: kind == JoinKind::Inner && build_left.get(k).copied().unwrap_or(false),
                     }
                 });
             }

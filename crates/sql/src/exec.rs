@@ -1,11 +1,12 @@
 //! The executor: runs a `Plan` inside a transaction and returns its rows.
 //!
-//! Operators materialize their output (`Rows`). That keeps each operator a few lines and is
-//! fast for the OLTP statements this path serves; large analytical queries belong to the
-//! columnar engine, which streams Arrow batches. What every operator holds is charged to the
-//! statement's memory tracker (`context::Charge`), so a statement that would outgrow its
-//! quota fails with 8175 instead of taking the machine's memory. Table scans read the store
-//! in growing batches and stop as soon as they have the rows a pushed-down LIMIT asks for.
+//! Scans, filters, projections, the outer sides of joins, LIMIT and truncation run as
+//! streams of batches (`stream`); aggregation, sorting, DISTINCT, set operations, window
+//! functions and recursive CTEs hold their input. `execute` collects a plan's rows. What
+//! every operator holds is charged to the statement's memory tracker (`context::Charge`),
+//! so a statement that would outgrow its quota fails with 8175 instead of taking the
+//! machine's memory. Table scans (`scan`) read the store in growing batches and stop as
+//! soon as they have the rows a pushed-down LIMIT asks for.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -14,21 +15,22 @@ use std::sync::Arc;
 
 use rust_decimal::prelude::{FromPrimitive, ToPrimitive};
 use rust_decimal::Decimal;
-use strata_codec::keys::{prefix_end, row_prefix};
 use strata_codec::memcmp;
 use strata_common::{Code, Error, Result, Value};
 use strata_txn::Transaction;
 
-use crate::catalog::TableInfo;
-use crate::context::{count_reads, row_size, Charge, Read};
+use crate::context::Charge;
 use crate::expr::{
     AggCall, AggFunc, EvalCtx, Expr, Row, SubqueryKind, SubqueryValue, SubqueryValues, WindowCall, WindowFunc,
 };
 use crate::interrupt::checkpoint;
-use crate::keyconv::{key_conv, KeyConv, Side};
-use crate::plan::{Access, JoinKind, KeyRange, Plan, SubqueryPlan};
-use crate::table::{decode_row, handle_from_index_entry, index_value_prefix, pk_prefix, row_key};
-use crate::types::ColumnType;
+use crate::plan::{JoinKind, Plan, SubqueryPlan};
+
+mod scan;
+mod stream;
+
+pub use scan::{scan, scan_batches, scan_limited, RowSink, ScanBatch, ScanStream};
+pub use stream::Stream;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -233,8 +235,28 @@ pub fn count_of(ctx: &ExecCtx, e: Option<&Expr>) -> Result<Option<usize>> {
     }
 }
 
-/// Runs a plan.
+/// Runs a plan and returns all its rows. Pipelined operators (see `stream`) run as a
+/// stream collected here; the others run whole.
 pub fn execute<'a, 'c>(plan: &'a Plan, ctx: &'a mut ExecCtx<'c>) -> BoxFuture<'a, Result<Rows>>
+where
+    'c: 'a,
+{
+    Box::pin(async move {
+        crate::depth::ensure_stack()?;
+        if !Stream::pipelines(plan) {
+            return whole(plan, ctx).await;
+        }
+        let mut s = Stream::open(plan);
+        let mut out = Rows::new();
+        while let Some(batch) = s.next(ctx).await? {
+            out.append(batch);
+        }
+        Ok(out)
+    })
+}
+
+/// Runs an operator that is not pipelined: all of its output at once.
+fn whole<'a, 'c>(plan: &'a Plan, ctx: &'a mut ExecCtx<'c>) -> BoxFuture<'a, Result<Rows>>
 where
     'c: 'a,
 {
@@ -252,97 +274,21 @@ where
                     out.push(vals)?;
                 }
             }
-            Plan::Scan { table, access, filter, lock, limit } => {
-                let n = count_of(ctx, limit.as_ref())?;
-                let mut charge = Charge::new();
-                let rows = scan_limited(ctx, table, access, filter.as_ref(), *lock, n, &mut charge).await?;
-                out = Rows { rows: rows.into_iter().map(|r| r.row).collect(), charge };
-            }
-            Plan::Filter { input, pred } => {
-                let rows = execute(input, ctx).await?;
-                let ids = pred.subquery_ids();
-                for r in rows {
-                    checkpoint().await?;
-                    let keep = if ids.is_empty() {
-                        let empty = SubqueryValues::default();
-                        pred.eval_pred(&r, &ctx.eval_ctx(&empty))?
-                    } else {
-                        let sub = ctx.subqueries_for(&ids, &r).await?;
-                        pred.eval_pred(&r, &ctx.eval_ctx(&sub))?
-                    };
-                    if keep {
-                        out.push(r)?;
-                    }
-                }
-            }
-            Plan::Project { input, exprs } => {
-                let rows = execute(input, ctx).await?;
-                let ids: Vec<usize> = exprs.iter().flat_map(|e| e.subquery_ids()).collect();
-                for r in rows {
-                    checkpoint().await?;
-                    let sub =
-                        if ids.is_empty() { SubqueryValues::default() } else { ctx.subqueries_for(&ids, &r).await? };
-                    let ec = ctx.eval_ctx(&sub);
-                    out.push(exprs.iter().map(|e| e.eval(&r, &ec)).collect::<Result<Vec<_>>>()?)?;
-                }
-            }
-            Plan::Join { left, right, kind, on, right_width, correlated } => {
-                let lrows = execute(left, ctx).await?;
-                let static_right = if *correlated { None } else { Some(execute(right, ctx).await?) };
-                for l in lrows {
-                    checkpoint().await?;
-                    let correlated_rows;
-                    let rrows: &[Row] = match &static_right {
-                        Some(r) => r,
-                        None => {
-                            ctx.outer.push(l.clone());
-                            let r = execute(right, ctx).await;
-                            ctx.outer.pop();
-                            correlated_rows = r?;
-                            &correlated_rows
-                        }
-                    };
-                    join_row(ctx, l, rrows, on.as_ref(), *kind, *right_width, &mut out).await?;
-                }
-            }
-            Plan::HashJoin { left, right, left_keys, right_keys, kind, on, right_width } => {
-                let (rrows, mut held) = execute(right, ctx).await?.into_parts();
-                let mut table: HashMap<Vec<u8>, Vec<Row>> = HashMap::new();
-                for r in rrows {
-                    checkpoint().await?;
-                    if let Some(key) = join_key(ctx, right_keys, &r).await? {
-                        held.add(key.len() + std::mem::size_of::<Vec<Row>>())?;
-                        table.entry(key).or_default().push(r);
-                    }
-                }
-                let lrows = execute(left, ctx).await?;
-                let none: Vec<Row> = Vec::new();
-                for l in lrows {
-                    checkpoint().await?;
-                    let matches = match join_key(ctx, left_keys, &l).await? {
-                        Some(key) => table.get(&key).unwrap_or(&none),
-                        None => &none,
-                    };
-                    join_row(ctx, l, matches, on.as_ref(), *kind, *right_width, &mut out).await?;
-                }
-            }
+            Plan::Scan { .. }
+            | Plan::Filter { .. }
+            | Plan::Project { .. }
+            | Plan::Join { .. }
+            | Plan::HashJoin { .. }
+            | Plan::Limit { .. }
+            | Plan::Truncate { .. } => out = execute(plan, ctx).await?,
             Plan::Aggregate { input, group, aggs, rollup } => {
-                let rows = execute(input, ctx).await?;
-                out = aggregate(ctx, rows, group, aggs, *rollup).await?;
+                let mut input = Stream::open(input);
+                out = aggregate(ctx, &mut input, group, aggs, *rollup).await?;
             }
             Plan::Sort { input, keys } => {
                 let (rows, charge) = execute(input, ctx).await?.into_parts();
                 let rows = sort_by_keys(ctx, rows, keys, |r| r).await?;
                 out = Rows { rows, charge };
-            }
-            Plan::Limit { input, limit, offset } => {
-                let mut rows = execute(input, ctx).await?;
-                let off = count_of(ctx, offset.as_ref())?.unwrap_or(0);
-                let lim = count_of(ctx, limit.as_ref())?.unwrap_or(usize::MAX);
-                let end = off.saturating_add(lim).min(rows.rows.len());
-                rows.rows.truncate(end);
-                rows.rows.drain(..off.min(end));
-                out = rows;
             }
             Plan::Distinct { input } => {
                 out = execute(input, ctx).await?;
@@ -373,12 +319,6 @@ where
                 let l = execute(left, ctx).await?;
                 let r = execute(right, ctx).await?;
                 out = set_op(l, r, *intersect, *all).await?;
-            }
-            Plan::Truncate { input, width } => {
-                out = execute(input, ctx).await?;
-                for r in out.iter_mut() {
-                    r.truncate(*width);
-                }
             }
         }
         Ok(out)
@@ -923,7 +863,13 @@ fn accumulate(acc: &mut Acc, v: Value, concat_max: usize, held: &mut Charge) -> 
 /// With `rollup` every row also feeds the super-aggregate groups of each prefix of the
 /// group columns (the rest NULL), and groups come out sorted by their values with each
 /// super-aggregate row after the rows it sums up, as MySQL's WITH ROLLUP returns them.
-async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Rows, group: &[Expr], aggs: &[AggCall], rollup: bool) -> Result<Rows> {
+async fn aggregate(
+    ctx: &mut ExecCtx<'_>,
+    input: &mut Stream<'_>,
+    group: &[Expr],
+    aggs: &[AggCall],
+    rollup: bool,
+) -> Result<Rows> {
     let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
     let mut groups: Vec<Group> = Vec::new();
     // Per group: how many trailing group columns are rolled up.
@@ -933,77 +879,80 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Rows, group: &[Expr], aggs: &[Ag
     let concat_max = crate::context::limits().group_concat_max_len;
     let level_count = if rollup { group.len() + 1 } else { 1 };
     let mut targets = Vec::with_capacity(level_count);
-    for r in rows.iter() {
-        checkpoint().await?;
-        let mut gvals = Vec::with_capacity(group.len());
-        let mut key = Vec::new();
-        // End of each group column's encoding in `key`.
-        let mut ends = Vec::with_capacity(group.len());
-        for g in group {
-            let v = ctx.eval(g, r).await?;
-            memcmp::encode_value(&mut key, &normalize_join_key(&v));
-            ends.push(key.len());
-            gvals.push(v);
-        }
-        targets.clear();
-        for level in 0..level_count {
-            let kept = group.len() - level;
-            let lookup = if rollup {
-                let mut k = vec![level as u8];
-                k.extend_from_slice(&key[..if kept == 0 { 0 } else { ends[kept - 1] }]);
-                k
-            } else {
-                std::mem::take(&mut key)
-            };
-            let gi = match index.get(&lookup) {
-                Some(i) => *i,
-                None => {
-                    let mut vals: Row = if rollup { gvals[..kept].to_vec() } else { std::mem::take(&mut gvals) };
-                    vals.resize(group.len(), Value::Null);
-                    held.add(group_size + 2 * lookup.len())?;
-                    held.add_row(&vals)?;
-                    groups.push((
-                        vals,
-                        aggs.iter().map(|a| new_acc(a.func)).collect(),
-                        aggs.iter().map(|_| HashSet::new()).collect(),
-                    ));
-                    levels.push(level);
-                    index.insert(lookup, groups.len() - 1);
-                    groups.len() - 1
-                }
-            };
-            targets.push(gi);
-        }
-        for (ai, call) in aggs.iter().enumerate() {
-            if call.func == AggFunc::Grouping {
-                continue;
+    while let Some(rows) = input.next(ctx).await? {
+        for r in rows.iter() {
+            checkpoint().await?;
+            let mut gvals = Vec::with_capacity(group.len());
+            let mut key = Vec::new();
+            // End of each group column's encoding in `key`.
+            let mut ends = Vec::with_capacity(group.len());
+            for g in group {
+                let v = ctx.eval(g, r).await?;
+                memcmp::encode_value(&mut key, &normalize_join_key(&v));
+                ends.push(key.len());
+                gvals.push(v);
             }
-            let mut args = Vec::with_capacity(call.args.len());
-            for a in &call.args {
-                args.push(ctx.eval(a, r).await?);
-            }
-            if call.func != AggFunc::CountStar && call.func != AggFunc::First && args.iter().any(|v| v.is_null()) {
-                continue;
-            }
-            let distinct_key = if call.distinct {
-                let mut k = Vec::new();
-                for v in &args {
-                    memcmp::encode_value(&mut k, &normalize_join_key(v));
-                }
-                Some(k)
-            } else {
-                None
-            };
-            let mut v = args.into_iter().next().unwrap_or(Value::Null);
-            for (ti, &gi) in targets.iter().enumerate() {
-                if let Some(k) = &distinct_key {
-                    if !groups[gi].2[ai].insert(k.clone()) {
-                        continue;
+            targets.clear();
+            for level in 0..level_count {
+                let kept = group.len() - level;
+                let lookup = if rollup {
+                    let mut k = vec![level as u8];
+                    k.extend_from_slice(&key[..if kept == 0 { 0 } else { ends[kept - 1] }]);
+                    k
+                } else {
+                    std::mem::take(&mut key)
+                };
+                let gi = match index.get(&lookup) {
+                    Some(i) => *i,
+                    None => {
+                        let mut vals: Row = if rollup { gvals[..kept].to_vec() } else { std::mem::take(&mut gvals) };
+                        vals.resize(group.len(), Value::Null);
+                        held.add(group_size + 2 * lookup.len())?;
+                        held.add_row(&vals)?;
+                        groups.push((
+                            vals,
+                            aggs.iter().map(|a| new_acc(a.func)).collect(),
+                            aggs.iter().map(|_| HashSet::new()).collect(),
+                        ));
+                        levels.push(level);
+                        index.insert(lookup, groups.len() - 1);
+                        groups.len() - 1
                     }
-                    held.add(k.len() + std::mem::size_of::<Vec<u8>>())?;
+                };
+                targets.push(gi);
+            }
+            for (ai, call) in aggs.iter().enumerate() {
+                if call.func == AggFunc::Grouping {
+                    continue;
                 }
-                let value = if ti + 1 == targets.len() { std::mem::replace(&mut v, Value::Null) } else { v.clone() };
-                accumulate(&mut groups[gi].1[ai], value, concat_max, &mut held)?;
+                let mut args = Vec::with_capacity(call.args.len());
+                for a in &call.args {
+                    args.push(ctx.eval(a, r).await?);
+                }
+                if call.func != AggFunc::CountStar && call.func != AggFunc::First && args.iter().any(|v| v.is_null()) {
+                    continue;
+                }
+                let distinct_key = if call.distinct {
+                    let mut k = Vec::new();
+                    for v in &args {
+                        memcmp::encode_value(&mut k, &normalize_join_key(v));
+                    }
+                    Some(k)
+                } else {
+                    None
+                };
+                let mut v = args.into_iter().next().unwrap_or(Value::Null);
+                for (ti, &gi) in targets.iter().enumerate() {
+                    if let Some(k) = &distinct_key {
+                        if !groups[gi].2[ai].insert(k.clone()) {
+                            continue;
+                        }
+                        held.add(k.len() + std::mem::size_of::<Vec<u8>>())?;
+                    }
+                    let value =
+                        if ti + 1 == targets.len() { std::mem::replace(&mut v, Value::Null) } else { v.clone() };
+                    accumulate(&mut groups[gi].1[ai], value, concat_max, &mut held)?;
+                }
             }
         }
     }
@@ -1034,7 +983,6 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Rows, group: &[Expr], aggs: &[Ag
     if groups.is_empty() && group.is_empty() {
         groups.push((Vec::new(), aggs.iter().map(|a| new_acc(a.func)).collect(), Vec::new()));
     }
-    drop(rows);
     let mut out = Rows::new();
     let n = group.len();
     for (gi, (gvals, accs, _)) in groups.into_iter().enumerate() {
@@ -1060,409 +1008,4 @@ async fn aggregate(ctx: &mut ExecCtx<'_>, rows: Rows, group: &[Expr], aggs: &[Ag
         out.push(row)?;
     }
     Ok(out)
-}
-
-/// The key bytes of a range bound on the key column after `prefix`: None when no row can
-/// match, else `(start, end)`. Bounds the key order cannot serve are left open (the filter
-/// decides); inexact ones are inclusive.
-fn range_bounds(
-    ctx: &ExecCtx,
-    prefix: Vec<u8>,
-    range: &KeyRange,
-    next_col: Option<&ColumnType>,
-) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-    let mut start = prefix.clone();
-    let mut end = prefix_end(&prefix);
-    let lower = range.lower.as_ref().map(|(e, incl)| ctx.eval_const(e).map(|v| (v, *incl))).transpose()?;
-    let upper = range.upper.as_ref().map(|(e, incl)| ctx.eval_const(e).map(|v| (v, *incl))).transpose()?;
-    // A string key bounded by a string and a number (BETWEEN 1 AND 'x') compares as doubles
-    // throughout: neither bound follows the key's order.
-    if next_col.is_some_and(|t| t.is_string())
-        && [&lower, &upper].iter().any(|b| b.as_ref().is_some_and(|(v, _)| !matches!(v, Value::Bytes(_) | Value::Null)))
-    {
-        return Ok(Some((start, end)));
-    }
-    if let (Some((v, incl)), Some(ty)) = (&lower, next_col) {
-        match key_conv(ty, v, Side::Lower) {
-            KeyConv::Empty => return Ok(None),
-            KeyConv::Unbounded | KeyConv::Unusable => {}
-            KeyConv::At(v, exact) => {
-                let mut k = prefix.clone();
-                memcmp::encode_value(&mut k, &crate::table::key_value(&v));
-                start = if *incl || !exact { k } else { prefix_end(&k) };
-            }
-        }
-    }
-    if let (Some((v, incl)), Some(ty)) = (&upper, next_col) {
-        match key_conv(ty, v, Side::Upper) {
-            KeyConv::Empty => return Ok(None),
-            KeyConv::Unbounded | KeyConv::Unusable => {}
-            KeyConv::At(v, exact) => {
-                let mut k = prefix.clone();
-                memcmp::encode_value(&mut k, &crate::table::key_value(&v));
-                end = if *incl || !exact { prefix_end(&k) } else { k };
-            }
-        }
-    }
-    Ok(Some((start, end)))
-}
-
-/// Key values for equality on key columns.
-enum EqKey {
-    /// No row can match.
-    Empty,
-    /// Some value cannot be looked up by key (its comparison disagrees with key order).
-    Unusable,
-    /// The key values.
-    Values(Vec<Value>),
-}
-
-fn eq_values(ctx: &ExecCtx, exprs: &[Expr], cols: &[usize], table: &TableInfo) -> Result<EqKey> {
-    let mut vals = Vec::with_capacity(exprs.len());
-    let mut empty = false;
-    for (e, &c) in exprs.iter().zip(cols) {
-        match key_conv(&table.columns[c].ty, &ctx.eval_const(e)?, Side::Eq) {
-            KeyConv::At(v, _) => vals.push(v),
-            KeyConv::Unusable | KeyConv::Unbounded => return Ok(EqKey::Unusable),
-            KeyConv::Empty => empty = true,
-        }
-    }
-    Ok(if empty { EqKey::Empty } else { EqKey::Values(vals) })
-}
-
-/// Whether some key value of the access path cannot be looked up by key: the path then
-/// reads the whole table (its filter holds the predicates).
-fn access_unusable(ctx: &ExecCtx, access: &Access, table: &TableInfo) -> Result<bool> {
-    let pk = table.pk.clone().unwrap_or_default();
-    let unusable = |exprs: &[Expr], cols: &[usize]| -> Result<bool> {
-        Ok(matches!(eq_values(ctx, exprs, cols, table)?, EqKey::Unusable))
-    };
-    match access {
-        Access::Full => Ok(false),
-        Access::Points(ts) | Access::Prefixes(ts) => {
-            for t in ts {
-                if unusable(t, &pk)? {
-                    return Ok(true);
-                }
-            }
-            Ok(false)
-        }
-        Access::PkRange(r) => unusable(&r.eq, &pk),
-        Access::Index(i, r) => unusable(&r.eq, &table.indexes[*i].columns),
-    }
-}
-
-/// Reads rows of a table through an access path, applying `filter`. With `lock`, the rows
-/// returned are locked and read at their latest committed version (current read). The rows
-/// are charged to the statement; the charge comes with them.
-pub async fn scan(
-    ctx: &mut ExecCtx<'_>,
-    table: &Arc<TableInfo>,
-    access: &Access,
-    filter: Option<&Expr>,
-    lock: bool,
-) -> Result<(Vec<TableRow>, Charge)> {
-    let mut charge = Charge::new();
-    let rows = scan_limited(ctx, table, access, filter, lock, None, &mut charge).await?;
-    Ok((rows, charge))
-}
-
-/// Rows read from the store per request at first; each further request of the same scan
-/// reads twice as many, up to `MAX_BATCH`. A scan that only needs a few rows (`LIMIT`,
-/// `EXISTS`) stops after its first batch; one that reads everything makes few requests.
-const FIRST_BATCH: usize = 256;
-const MAX_BATCH: usize = 16 * 1024;
-
-/// `scan`, returning at most `limit` rows (in key order) when given, charging them to
-/// `charge`. Ranges are read in batches, so the scan stops as soon as it has `limit` rows.
-pub async fn scan_limited(
-    ctx: &mut ExecCtx<'_>,
-    table: &Arc<TableInfo>,
-    access: &Access,
-    filter: Option<&Expr>,
-    lock: bool,
-    limit: Option<usize>,
-    charge: &mut Charge,
-) -> Result<Vec<TableRow>> {
-    let mut s = Scanner {
-        table,
-        filter,
-        lock,
-        limit: limit.unwrap_or(usize::MAX),
-        out: Vec::new(),
-        charge,
-        full_scan: false,
-        kept: 0,
-        sink: None,
-    };
-    scan_into(ctx, access, &mut s).await?;
-    Ok(s.out)
-}
-
-/// Rows handed over batch by batch by [`scan_batches`].
-pub type RowSink<'s> = dyn FnMut(Vec<Row>) -> Result<()> + Send + 's;
-
-/// Reads the rows of a table through an access path like [`scan`] (no locking), handing
-/// them to `sink` a batch at a time instead of collecting them: the memory a scan holds
-/// is one batch, whatever the table's size. The columnar engine reads through this.
-pub async fn scan_batches(
-    ctx: &mut ExecCtx<'_>,
-    table: &Arc<TableInfo>,
-    access: &Access,
-    filter: Option<&Expr>,
-    limit: Option<usize>,
-    sink: &mut RowSink<'_>,
-) -> Result<()> {
-    let mut charge = Charge::new();
-    let mut s = Scanner {
-        table,
-        filter,
-        lock: false,
-        limit: limit.unwrap_or(usize::MAX),
-        out: Vec::new(),
-        charge: &mut charge,
-        full_scan: false,
-        kept: 0,
-        sink: Some(sink),
-    };
-    scan_into(ctx, access, &mut s).await?;
-    s.drain()
-}
-
-async fn scan_into(ctx: &mut ExecCtx<'_>, access: &Access, s: &mut Scanner<'_, '_>) -> Result<()> {
-    let table = s.table;
-    let lock = s.lock;
-    if s.limit == 0 {
-        return Ok(());
-    }
-    let access = if access_unusable(ctx, access, table)? { &Access::Full } else { access };
-    match access {
-        Access::Points(points) => {
-            let pk = table.pk.clone().unwrap_or_default();
-            let mut seen = HashSet::new();
-            let mut keys = Vec::new();
-            for p in points {
-                if let EqKey::Values(vals) = eq_values(ctx, p, &pk, table)? {
-                    let mut h = Vec::new();
-                    for v in &vals {
-                        memcmp::encode_value(&mut h, &crate::table::key_value(v));
-                    }
-                    let k = row_key(table, &h);
-                    if seen.insert(k.clone()) {
-                        keys.push(k);
-                    }
-                }
-            }
-            s.charge.add(keys.iter().map(|k| k.len() + 24).sum())?;
-            count_reads(Read::Key, keys.len());
-            s.fetch(ctx, keys).await?;
-        }
-        Access::Prefixes(tuples) => {
-            let pk = table.pk.clone().unwrap_or_default();
-            let mut seen = HashSet::new();
-            for t in tuples {
-                let EqKey::Values(vals) = eq_values(ctx, t, &pk, table)? else { continue };
-                let p = pk_prefix(table, &vals);
-                if !seen.insert(p.clone()) {
-                    continue;
-                }
-                s.range(ctx, p.clone(), &prefix_end(&p)).await?;
-                if s.full() {
-                    break;
-                }
-            }
-        }
-        Access::Full => {
-            let p = row_prefix(table.table_id());
-            s.full_scan = true;
-            s.range(ctx, p.clone(), &prefix_end(&p)).await?;
-        }
-        Access::PkRange(r) => {
-            let pk = table.pk.clone().unwrap_or_default();
-            let EqKey::Values(vals) = eq_values(ctx, &r.eq, &pk, table)? else { return Ok(()) };
-            let next = pk.get(r.eq.len()).map(|c| &table.columns[*c].ty);
-            let Some((start, end)) = range_bounds(ctx, pk_prefix(table, &vals), r, next)? else {
-                return Ok(());
-            };
-            s.range(ctx, start, &end).await?;
-        }
-        Access::Index(i, r) => {
-            let index = &table.indexes[*i];
-            let EqKey::Values(vals) = eq_values(ctx, &r.eq, &index.columns, table)? else { return Ok(()) };
-            let next = index.columns.get(r.eq.len()).map(|c| &table.columns[*c].ty);
-            let base = index_value_prefix(table, index, &[]);
-            let Some((mut start, end)) = range_bounds(ctx, index_value_prefix(table, index, &vals), r, next)? else {
-                return Ok(());
-            };
-            // Index entries in batches, each batch's rows fetched by handle.
-            let mut batch = FIRST_BATCH;
-            count_reads(Read::Key, 1);
-            loop {
-                checkpoint().await?;
-                let entries = if lock {
-                    ctx.txn.scan_for_update(&start, &end, batch).await?
-                } else {
-                    ctx.txn.scan(&start, &end, batch).await?
-                };
-                let n = entries.len();
-                count_reads(Read::Next, n);
-                let mut keys = Vec::with_capacity(n);
-                for (k, v) in &entries {
-                    let handle = handle_from_index_entry(index, base.len(), k, v)?;
-                    keys.push(row_key(table, &handle));
-                }
-                if let Some((last, _)) = entries.last() {
-                    start = last.clone();
-                    start.push(0);
-                }
-                drop(entries);
-                s.fetch(ctx, keys).await?;
-                s.drain()?;
-                if n < batch || s.full() {
-                    break;
-                }
-                batch = (batch * 2).min(MAX_BATCH);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The state of one scan: where its rows go and when it has enough.
-struct Scanner<'s, 'c> {
-    table: &'s Arc<TableInfo>,
-    filter: Option<&'s Expr>,
-    lock: bool,
-    limit: usize,
-    out: Vec<TableRow>,
-    charge: &'c mut Charge,
-    /// Reading the whole table (counted as Handler_read_rnd_next, not _next).
-    full_scan: bool,
-    /// Rows kept so far (including those already handed to `sink`).
-    kept: usize,
-    /// Where kept rows go after each batch (otherwise they collect in `out`).
-    sink: Option<&'s mut RowSink<'s>>,
-}
-
-impl Scanner<'_, '_> {
-    fn full(&self) -> bool {
-        self.kept >= self.limit
-    }
-
-    /// Hands the rows kept so far to the sink, if there is one, giving back their charge.
-    fn drain(&mut self) -> Result<()> {
-        let Some(sink) = self.sink.as_mut() else { return Ok(()) };
-        if self.out.is_empty() {
-            return Ok(());
-        }
-        let rows: Vec<Row> = std::mem::take(&mut self.out).into_iter().map(|r| r.row).collect();
-        self.charge.sub(self.charge.bytes());
-        sink(rows)
-    }
-
-    fn matches(&self, ctx: &ExecCtx, row: &Row) -> Result<bool> {
-        let empty = SubqueryValues::default();
-        self.filter.map_or(Ok(true), |f| f.eval_pred(row, &ctx.eval_ctx(&empty)))
-    }
-
-    fn keep(&mut self, key: Vec<u8>, row: Row, row_id: Option<i64>) -> Result<()> {
-        self.charge.add(row_size(&row) + key.len() + std::mem::size_of::<TableRow>())?;
-        self.out.push(TableRow { key, row, row_id });
-        self.kept += 1;
-        Ok(())
-    }
-
-    /// Reads `[start, end)` in growing batches until it is exhausted or the scan is full.
-    async fn range(&mut self, ctx: &mut ExecCtx<'_>, mut start: Vec<u8>, end: &[u8]) -> Result<()> {
-        let mut batch = FIRST_BATCH;
-        if !self.full_scan {
-            count_reads(Read::Key, 1);
-        }
-        loop {
-            checkpoint().await?;
-            let pairs = if self.lock {
-                ctx.txn.scan_for_update(&start, end, batch).await?
-            } else {
-                ctx.txn.scan(&start, end, batch).await?
-            };
-            let n = pairs.len();
-            count_reads(if self.full_scan { Read::RndNext } else { Read::Next }, n);
-            if let Some((last, _)) = pairs.last() {
-                start = last.clone();
-                start.push(0);
-            }
-            if self.lock {
-                // Current read: lock the rows that match as last committed, then re-check
-                // the filter on the versions read under the lock.
-                let mut keys = Vec::new();
-                for (k, v) in pairs {
-                    let (row, _) = decode_row(self.table, &v)?;
-                    if self.matches(ctx, &row)? {
-                        keys.push(k);
-                    }
-                }
-                self.lock_rows(ctx, keys).await?;
-            } else {
-                for (k, v) in pairs {
-                    if self.full() {
-                        break;
-                    }
-                    let (row, row_id) = decode_row(self.table, &v)?;
-                    if self.matches(ctx, &row)? {
-                        self.keep(k, row, row_id)?;
-                    }
-                }
-            }
-            self.drain()?;
-            if n < batch || self.full() {
-                return Ok(());
-            }
-            batch = (batch * 2).min(MAX_BATCH);
-        }
-    }
-
-    /// Reads the rows at `keys` (in order; missing ones skipped).
-    async fn fetch(&mut self, ctx: &mut ExecCtx<'_>, keys: Vec<Vec<u8>>) -> Result<()> {
-        if self.lock {
-            return self.lock_rows(ctx, keys).await;
-        }
-        for chunk in keys.chunks(MAX_BATCH) {
-            checkpoint().await?;
-            let vals = ctx.txn.batch_get(chunk).await?;
-            for (k, v) in chunk.iter().zip(vals) {
-                if self.full() {
-                    return Ok(());
-                }
-                let Some(bytes) = v else { continue };
-                let (row, row_id) = decode_row(self.table, &bytes)?;
-                if self.matches(ctx, &row)? {
-                    self.keep(k.clone(), row, row_id)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Locks `keys` (candidates in scan order), reads their latest versions and keeps those
-    /// matching the filter, until the scan is full. Only as many keys as rows are still
-    /// wanted are locked at a time: a candidate deleted or changed since the snapshot gives
-    /// way to the next one, so `... ORDER BY pk LIMIT 1 FOR UPDATE` locks the first row that
-    /// still matches, never skips one.
-    async fn lock_rows(&mut self, ctx: &mut ExecCtx<'_>, keys: Vec<Vec<u8>>) -> Result<()> {
-        let mut rest = &keys[..];
-        while !rest.is_empty() && !self.full() {
-            let room = self.limit - self.kept;
-            let (now, later) = rest.split_at(room.min(rest.len()));
-            rest = later;
-            let latest = ctx.txn.lock_and_get(now).await?;
-            for (k, v) in now.iter().zip(latest) {
-                let Some(bytes) = v else { continue };
-                let (row, row_id) = decode_row(self.table, &bytes)?;
-                if self.matches(ctx, &row)? {
-                    self.keep(k.clone(), row, row_id)?;
-                }
-            }
-        }
-        Ok(())
-    }
 }

@@ -112,6 +112,9 @@ pub enum Plan {
         on: Option<Expr>,
         /// Number of columns of the right side.
         right_width: usize,
+        /// Build the hash table from the left side and probe it with the right (inner joins
+        /// whose left side is estimated smaller); otherwise the right side is built.
+        build_left: bool,
     },
     /// Grouping: output is group values followed by aggregate values.
     Aggregate {
@@ -277,7 +280,9 @@ impl Plan {
             Plan::Join { kind, correlated, .. } => {
                 format!("{}Join {:?}", if *correlated { "IndexLookUp" } else { "NestedLoop" }, kind)
             }
-            Plan::HashJoin { kind, .. } => format!("HashJoin {kind:?}"),
+            Plan::HashJoin { kind, build_left, .. } => {
+                format!("HashJoin {kind:?}{}", if *build_left { " build:left" } else { "" })
+            }
             Plan::Aggregate { group, aggs, rollup, .. } => {
                 format!("HashAgg group:{} aggs:{}{}", group.len(), aggs.len(), if *rollup { " rollup" } else { "" })
             }

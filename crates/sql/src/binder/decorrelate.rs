@@ -79,6 +79,7 @@ impl Decorrelated {
             kind: JoinKind::Left,
             on: None,
             right_width: keys + 1,
+            build_left: false,
         }
     }
 }

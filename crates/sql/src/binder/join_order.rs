@@ -41,8 +41,15 @@ impl Binder<'_> {
 
     /// The order (positions in `rels`) to join `rels` in, by estimated cost, or None when
     /// one of them is not a base table with statistics. `offsets` are the relations' first
-    /// columns in the joined row `preds` are bound to.
-    pub(super) fn cost_order(&self, rels: &[&Relation], offsets: &[usize], preds: &[&Expr]) -> Option<Vec<usize>> {
+    /// columns in the joined row `preds` are bound to. With the order comes, per position in
+    /// it, whether the rows joined so far are estimated fewer than the next table's (a hash
+    /// join then builds on them and streams the table past them).
+    pub(super) fn cost_order(
+        &self,
+        rels: &[&Relation],
+        offsets: &[usize],
+        preds: &[&Expr],
+    ) -> Option<(Vec<usize>, Vec<bool>)> {
         let n = rels.len();
         let mut tables = Vec::with_capacity(n);
         for r in rels {
@@ -89,6 +96,7 @@ impl Binder<'_> {
         };
         let first = (0..n).min_by(|&a, &b| rows[a].total_cmp(&rows[b]))?;
         let mut order = vec![first];
+        let mut build_left = vec![false];
         let mut joined = vec![false; n];
         joined[first] = true;
         let mut current = rows[first];
@@ -110,8 +118,9 @@ impl Binder<'_> {
                 .min_by(|a, b| a.1.total_cmp(&b.1))?;
             joined[next] = true;
             order.push(next);
+            build_left.push(current < rows[next]);
             current = out.max(1.0);
         }
-        Some(order)
+        Some((order, build_left))
     }
 }

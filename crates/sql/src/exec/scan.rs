@@ -1,0 +1,522 @@
+//! Table scans as streams: a `ScanStream` turns an access path into segments (keys to get,
+//! row-key ranges, index-entry ranges) when it is first pulled, then reads one batch per
+//! pull, so a scan holds one batch whatever the table's size and stops as soon as it has
+//! the rows a pushed-down LIMIT asks for.
+//!
+//! ```text
+//!  Access::Points(..)     ──► Keys(row keys)                 batch_get, MAX_BATCH at a time
+//!  Access::Prefixes(..)   ──► Rows{start,end} per tuple      scan, 256 rows doubling to 16 Ki
+//!  Access::Full / PkRange ──► Rows{start,end}
+//!  Access::Index(i, ..)   ──► Index{start,end}               entries, then their rows by handle
+//! ```
+//!
+//! With `lock`, rows are read at their latest committed version under pessimistic locks
+//! (current read), and only as many candidates as rows are still wanted are locked.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+
+use strata_codec::keys::{prefix_end, row_prefix};
+use strata_codec::memcmp;
+use strata_common::{Result, Value};
+
+use super::{count_of, ExecCtx, TableRow};
+use crate::catalog::TableInfo;
+use crate::context::{count_reads, row_size, Charge, Read};
+use crate::expr::{Expr, Row, SubqueryValues};
+use crate::interrupt::checkpoint;
+use crate::keyconv::{key_conv, KeyConv, Side};
+use crate::plan::{Access, KeyRange};
+use crate::table::{decode_row, handle_from_index_entry, index_value_prefix, pk_prefix, row_key};
+use crate::types::ColumnType;
+
+/// Rows read from the store per request at first; each further request of the same range
+/// reads twice as many, up to `MAX_BATCH`. A scan that only needs a few rows (`LIMIT`,
+/// `EXISTS`) stops after its first batch; one that reads everything makes few requests.
+const FIRST_BATCH: usize = 256;
+const MAX_BATCH: usize = 16 * 1024;
+
+/// What a scan still has to read.
+enum Segment {
+    /// Row keys read by point lookups.
+    Keys(Vec<Vec<u8>>),
+    /// A range of row keys.
+    Rows { start: Vec<u8>, end: Vec<u8> },
+    /// A range of entries of `TableInfo::indexes[index]` (`base`: the length of the index's
+    /// key prefix); each batch's rows are fetched by handle.
+    Index { index: usize, base: usize, start: Vec<u8>, end: Vec<u8> },
+}
+
+/// One batch of a scan: rows with their keys, charged to the statement.
+pub struct ScanBatch {
+    /// The rows.
+    pub rows: Vec<TableRow>,
+    /// What they are charged.
+    pub charge: Charge,
+}
+
+/// A table scan read batch by batch (see the module comment).
+pub struct ScanStream<'p> {
+    table: &'p Arc<TableInfo>,
+    access: &'p Access,
+    filter: Option<&'p Expr>,
+    lock: bool,
+    limit_expr: Option<&'p Expr>,
+    /// Rows wanted at most (set when the segments are planned).
+    limit: usize,
+    /// Rows kept so far.
+    kept: usize,
+    /// Reading the whole table (counted as Handler_read_rnd_next, not _next).
+    full_scan: bool,
+    /// None until the first pull.
+    segments: Option<VecDeque<Segment>>,
+    /// Rows to ask the store for in the current segment's next request.
+    batch: usize,
+    /// Point-get keys held while they wait.
+    key_charge: Charge,
+}
+
+impl<'p> ScanStream<'p> {
+    /// A scan of `table` through `access`, keeping rows that satisfy `filter`, at most
+    /// `limit` (an expression of the statement's parameters) of them.
+    pub fn new(
+        table: &'p Arc<TableInfo>,
+        access: &'p Access,
+        filter: Option<&'p Expr>,
+        lock: bool,
+        limit: Option<&'p Expr>,
+    ) -> ScanStream<'p> {
+        ScanStream {
+            table,
+            access,
+            filter,
+            lock,
+            limit_expr: limit,
+            limit: usize::MAX,
+            kept: 0,
+            full_scan: false,
+            segments: None,
+            batch: FIRST_BATCH,
+            key_charge: Charge::new(),
+        }
+    }
+
+    /// The same scan with a limit already counted.
+    fn limited(mut self, limit: Option<usize>) -> ScanStream<'p> {
+        self.limit = limit.unwrap_or(usize::MAX);
+        self
+    }
+
+    fn full(&self) -> bool {
+        self.kept >= self.limit
+    }
+
+    /// The next non-empty batch, or None when the scan is done.
+    pub async fn next(&mut self, ctx: &mut ExecCtx<'_>) -> Result<Option<ScanBatch>> {
+        if self.segments.is_none() {
+            if let Some(n) = count_of(ctx, self.limit_expr)? {
+                self.limit = self.limit.min(n);
+            }
+            let segments = self.plan(ctx)?;
+            self.segments = Some(segments);
+        }
+        let mut out = ScanBatch { rows: Vec::new(), charge: Charge::new() };
+        while !self.full() {
+            let Some(segment) = self.segments.as_mut().and_then(|s| s.pop_front()) else { break };
+            // A range's first request is its lookup (Handler_read_key); a full scan has none.
+            if self.batch == FIRST_BATCH && !self.full_scan && !matches!(segment, Segment::Keys(_)) {
+                count_reads(Read::Key, 1);
+            }
+            let rest = match segment {
+                Segment::Keys(mut keys) => {
+                    let rest = keys.split_off(keys.len().min(MAX_BATCH));
+                    self.fetch(ctx, keys, &mut out).await?;
+                    (!rest.is_empty()).then_some(Segment::Keys(rest))
+                }
+                Segment::Rows { mut start, end } => {
+                    let more = self.range_batch(ctx, &mut start, &end, &mut out).await?;
+                    more.then_some(Segment::Rows { start, end })
+                }
+                Segment::Index { index, base, mut start, end } => {
+                    let more = self.index_batch(ctx, index, base, &mut start, &end, &mut out).await?;
+                    more.then_some(Segment::Index { index, base, start, end })
+                }
+            };
+            match rest {
+                Some(s) => {
+                    self.batch = (self.batch * 2).min(MAX_BATCH);
+                    if let Some(segments) = self.segments.as_mut() {
+                        segments.push_front(s);
+                    }
+                }
+                None => self.batch = FIRST_BATCH,
+            }
+            if !out.rows.is_empty() {
+                return Ok(Some(out));
+            }
+        }
+        self.segments = Some(VecDeque::new());
+        self.key_charge = Charge::new();
+        Ok((!out.rows.is_empty()).then_some(out))
+    }
+
+    /// The segments an access path reads, in order.
+    fn plan(&mut self, ctx: &ExecCtx) -> Result<VecDeque<Segment>> {
+        let table = self.table;
+        let mut out = VecDeque::new();
+        if self.limit == 0 {
+            return Ok(out);
+        }
+        let access = if access_unusable(ctx, self.access, table)? { &Access::Full } else { self.access };
+        match access {
+            Access::Points(points) => {
+                let pk = table.pk.clone().unwrap_or_default();
+                let mut seen = HashSet::new();
+                let mut keys = Vec::new();
+                for p in points {
+                    if let EqKey::Values(vals) = eq_values(ctx, p, &pk, table)? {
+                        let mut h = Vec::new();
+                        for v in &vals {
+                            memcmp::encode_value(&mut h, &crate::table::key_value(v));
+                        }
+                        let k = row_key(table, &h);
+                        if seen.insert(k.clone()) {
+                            keys.push(k);
+                        }
+                    }
+                }
+                self.key_charge.add(keys.iter().map(|k| k.len() + 24).sum())?;
+                count_reads(Read::Key, keys.len());
+                if !keys.is_empty() {
+                    out.push_back(Segment::Keys(keys));
+                }
+            }
+            Access::Prefixes(tuples) => {
+                let pk = table.pk.clone().unwrap_or_default();
+                let mut seen = HashSet::new();
+                for t in tuples {
+                    let EqKey::Values(vals) = eq_values(ctx, t, &pk, table)? else { continue };
+                    let p = pk_prefix(table, &vals);
+                    if !seen.insert(p.clone()) {
+                        continue;
+                    }
+                    self.key_charge.add(2 * p.len() + 48)?;
+                    let end = prefix_end(&p);
+                    out.push_back(Segment::Rows { start: p, end });
+                }
+            }
+            Access::Full => {
+                let p = row_prefix(table.table_id());
+                self.full_scan = true;
+                let end = prefix_end(&p);
+                out.push_back(Segment::Rows { start: p, end });
+            }
+            Access::PkRange(r) => {
+                let pk = table.pk.clone().unwrap_or_default();
+                let EqKey::Values(vals) = eq_values(ctx, &r.eq, &pk, table)? else { return Ok(out) };
+                let next = pk.get(r.eq.len()).map(|c| &table.columns[*c].ty);
+                let Some((start, end)) = range_bounds(ctx, pk_prefix(table, &vals), r, next)? else {
+                    return Ok(out);
+                };
+                out.push_back(Segment::Rows { start, end });
+            }
+            Access::Index(i, r) => {
+                let index = &table.indexes[*i];
+                let EqKey::Values(vals) = eq_values(ctx, &r.eq, &index.columns, table)? else { return Ok(out) };
+                let next = index.columns.get(r.eq.len()).map(|c| &table.columns[*c].ty);
+                let base = index_value_prefix(table, index, &[]).len();
+                let Some((start, end)) = range_bounds(ctx, index_value_prefix(table, index, &vals), r, next)? else {
+                    return Ok(out);
+                };
+                out.push_back(Segment::Index { index: *i, base, start, end });
+            }
+        }
+        Ok(out)
+    }
+
+    fn matches(&self, ctx: &ExecCtx, row: &Row) -> Result<bool> {
+        let empty = SubqueryValues::default();
+        self.filter.map_or(Ok(true), |f| f.eval_pred(row, &ctx.eval_ctx(&empty)))
+    }
+
+    fn keep(&mut self, out: &mut ScanBatch, key: Vec<u8>, row: Row, row_id: Option<i64>) -> Result<()> {
+        out.charge.add(row_size(&row) + key.len() + std::mem::size_of::<TableRow>())?;
+        out.rows.push(TableRow { key, row, row_id });
+        self.kept += 1;
+        Ok(())
+    }
+
+    /// Reads one batch of `[start, end)`, moving `start` past it. True when the range may
+    /// hold more rows and the scan wants them.
+    async fn range_batch(
+        &mut self,
+        ctx: &mut ExecCtx<'_>,
+        start: &mut Vec<u8>,
+        end: &[u8],
+        out: &mut ScanBatch,
+    ) -> Result<bool> {
+        checkpoint().await?;
+        let batch = self.batch;
+        let pairs = if self.lock {
+            ctx.txn.scan_for_update(start, end, batch).await?
+        } else {
+            ctx.txn.scan(start, end, batch).await?
+        };
+        let n = pairs.len();
+        count_reads(if self.full_scan { Read::RndNext } else { Read::Next }, n);
+        if let Some((last, _)) = pairs.last() {
+            *start = last.clone();
+            start.push(0);
+        }
+        if self.lock {
+            // Current read: lock the rows that match as last committed, then re-check the
+            // filter on the versions read under the lock.
+            let mut keys = Vec::new();
+            for (k, v) in pairs {
+                let (row, _) = decode_row(self.table, &v)?;
+                if self.matches(ctx, &row)? {
+                    keys.push(k);
+                }
+            }
+            self.lock_rows(ctx, keys, out).await?;
+        } else {
+            for (k, v) in pairs {
+                if self.full() {
+                    break;
+                }
+                let (row, row_id) = decode_row(self.table, &v)?;
+                if self.matches(ctx, &row)? {
+                    self.keep(out, k, row, row_id)?;
+                }
+            }
+        }
+        Ok(n >= batch && !self.full())
+    }
+
+    /// Reads one batch of index entries in `[start, end)` and then their rows.
+    async fn index_batch(
+        &mut self,
+        ctx: &mut ExecCtx<'_>,
+        index: usize,
+        base: usize,
+        start: &mut Vec<u8>,
+        end: &[u8],
+        out: &mut ScanBatch,
+    ) -> Result<bool> {
+        checkpoint().await?;
+        let batch = self.batch;
+        let entries = if self.lock {
+            ctx.txn.scan_for_update(start, end, batch).await?
+        } else {
+            ctx.txn.scan(start, end, batch).await?
+        };
+        let n = entries.len();
+        count_reads(Read::Next, n);
+        let info = &self.table.indexes[index];
+        let mut keys = Vec::with_capacity(n);
+        for (k, v) in &entries {
+            let handle = handle_from_index_entry(info, base, k, v)?;
+            keys.push(row_key(self.table, &handle));
+        }
+        if let Some((last, _)) = entries.last() {
+            *start = last.clone();
+            start.push(0);
+        }
+        drop(entries);
+        self.fetch(ctx, keys, out).await?;
+        Ok(n >= batch && !self.full())
+    }
+
+    /// Reads the rows at `keys` (in order; missing ones skipped).
+    async fn fetch(&mut self, ctx: &mut ExecCtx<'_>, keys: Vec<Vec<u8>>, out: &mut ScanBatch) -> Result<()> {
+        if self.lock {
+            return self.lock_rows(ctx, keys, out).await;
+        }
+        for chunk in keys.chunks(MAX_BATCH) {
+            checkpoint().await?;
+            let vals = ctx.txn.batch_get(chunk).await?;
+            for (k, v) in chunk.iter().zip(vals) {
+                if self.full() {
+                    return Ok(());
+                }
+                let Some(bytes) = v else { continue };
+                let (row, row_id) = decode_row(self.table, &bytes)?;
+                if self.matches(ctx, &row)? {
+                    self.keep(out, k.clone(), row, row_id)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Locks `keys` (candidates in scan order), reads their latest versions and keeps those
+    /// matching the filter, until the scan is full. Only as many keys as rows are still
+    /// wanted are locked at a time: a candidate deleted or changed since the snapshot gives
+    /// way to the next one, so `... ORDER BY pk LIMIT 1 FOR UPDATE` locks the first row that
+    /// still matches, never skips one.
+    async fn lock_rows(&mut self, ctx: &mut ExecCtx<'_>, keys: Vec<Vec<u8>>, out: &mut ScanBatch) -> Result<()> {
+        let mut rest = &keys[..];
+        while !rest.is_empty() && !self.full() {
+            let room = self.limit - self.kept;
+            let (now, later) = rest.split_at(room.min(rest.len()));
+            rest = later;
+            let latest = ctx.txn.lock_and_get(now).await?;
+            for (k, v) in now.iter().zip(latest) {
+                let Some(bytes) = v else { continue };
+                let (row, row_id) = decode_row(self.table, &bytes)?;
+                if self.matches(ctx, &row)? {
+                    self.keep(out, k.clone(), row, row_id)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads rows of a table through an access path, applying `filter`. With `lock`, the rows
+/// returned are locked and read at their latest committed version (current read). The rows
+/// are charged to the statement; the charge comes with them.
+pub async fn scan(
+    ctx: &mut ExecCtx<'_>,
+    table: &Arc<TableInfo>,
+    access: &Access,
+    filter: Option<&Expr>,
+    lock: bool,
+) -> Result<(Vec<TableRow>, Charge)> {
+    let mut charge = Charge::new();
+    let rows = scan_limited(ctx, table, access, filter, lock, None, &mut charge).await?;
+    Ok((rows, charge))
+}
+
+/// `scan`, returning at most `limit` rows (in key order) when given, charging them to
+/// `charge`. Ranges are read in batches, so the scan stops as soon as it has `limit` rows.
+pub async fn scan_limited(
+    ctx: &mut ExecCtx<'_>,
+    table: &Arc<TableInfo>,
+    access: &Access,
+    filter: Option<&Expr>,
+    lock: bool,
+    limit: Option<usize>,
+    charge: &mut Charge,
+) -> Result<Vec<TableRow>> {
+    let mut s = ScanStream::new(table, access, filter, lock, None).limited(limit);
+    let mut out = Vec::new();
+    while let Some(b) = s.next(ctx).await? {
+        out.extend(b.rows);
+        charge.absorb(b.charge);
+    }
+    Ok(out)
+}
+
+/// Rows handed over batch by batch by [`scan_batches`].
+pub type RowSink<'s> = dyn FnMut(Vec<Row>) -> Result<()> + Send + 's;
+
+/// Reads the rows of a table through an access path like [`scan`] (no locking), handing
+/// them to `sink` a batch at a time instead of collecting them: the memory a scan holds
+/// is one batch, whatever the table's size. The columnar engine reads through this.
+pub async fn scan_batches(
+    ctx: &mut ExecCtx<'_>,
+    table: &Arc<TableInfo>,
+    access: &Access,
+    filter: Option<&Expr>,
+    limit: Option<usize>,
+    sink: &mut RowSink<'_>,
+) -> Result<()> {
+    let mut s = ScanStream::new(table, access, filter, false, None).limited(limit);
+    while let Some(b) = s.next(ctx).await? {
+        let ScanBatch { rows, charge } = b;
+        drop(charge);
+        sink(rows.into_iter().map(|r| r.row).collect())?;
+    }
+    Ok(())
+}
+
+/// The key bytes of a range bound on the key column after `prefix`: None when no row can
+/// match, else `(start, end)`. Bounds the key order cannot serve are left open (the filter
+/// decides); inexact ones are inclusive.
+fn range_bounds(
+    ctx: &ExecCtx,
+    prefix: Vec<u8>,
+    range: &KeyRange,
+    next_col: Option<&ColumnType>,
+) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    let mut start = prefix.clone();
+    let mut end = prefix_end(&prefix);
+    let lower = range.lower.as_ref().map(|(e, incl)| ctx.eval_const(e).map(|v| (v, *incl))).transpose()?;
+    let upper = range.upper.as_ref().map(|(e, incl)| ctx.eval_const(e).map(|v| (v, *incl))).transpose()?;
+    // A string key bounded by a string and a number (BETWEEN 1 AND 'x') compares as doubles
+    // throughout: neither bound follows the key's order.
+    if next_col.is_some_and(|t| t.is_string())
+        && [&lower, &upper].iter().any(|b| b.as_ref().is_some_and(|(v, _)| !matches!(v, Value::Bytes(_) | Value::Null)))
+    {
+        return Ok(Some((start, end)));
+    }
+    if let (Some((v, incl)), Some(ty)) = (&lower, next_col) {
+        match key_conv(ty, v, Side::Lower) {
+            KeyConv::Empty => return Ok(None),
+            KeyConv::Unbounded | KeyConv::Unusable => {}
+            KeyConv::At(v, exact) => {
+                let mut k = prefix.clone();
+                memcmp::encode_value(&mut k, &crate::table::key_value(&v));
+                start = if *incl || !exact { k } else { prefix_end(&k) };
+            }
+        }
+    }
+    if let (Some((v, incl)), Some(ty)) = (&upper, next_col) {
+        match key_conv(ty, v, Side::Upper) {
+            KeyConv::Empty => return Ok(None),
+            KeyConv::Unbounded | KeyConv::Unusable => {}
+            KeyConv::At(v, exact) => {
+                let mut k = prefix.clone();
+                memcmp::encode_value(&mut k, &crate::table::key_value(&v));
+                end = if *incl || !exact { prefix_end(&k) } else { k };
+            }
+        }
+    }
+    Ok(Some((start, end)))
+}
+
+/// Key values for equality on key columns.
+enum EqKey {
+    /// No row can match.
+    Empty,
+    /// Some value cannot be looked up by key (its comparison disagrees with key order).
+    Unusable,
+    /// The key values.
+    Values(Vec<Value>),
+}
+
+fn eq_values(ctx: &ExecCtx, exprs: &[Expr], cols: &[usize], table: &TableInfo) -> Result<EqKey> {
+    let mut vals = Vec::with_capacity(exprs.len());
+    let mut empty = false;
+    for (e, &c) in exprs.iter().zip(cols) {
+        match key_conv(&table.columns[c].ty, &ctx.eval_const(e)?, Side::Eq) {
+            KeyConv::At(v, _) => vals.push(v),
+            KeyConv::Unusable | KeyConv::Unbounded => return Ok(EqKey::Unusable),
+            KeyConv::Empty => empty = true,
+        }
+    }
+    Ok(if empty { EqKey::Empty } else { EqKey::Values(vals) })
+}
+
+/// Whether some key value of the access path cannot be looked up by key: the path then
+/// reads the whole table (its filter holds the predicates).
+fn access_unusable(ctx: &ExecCtx, access: &Access, table: &TableInfo) -> Result<bool> {
+    let pk = table.pk.clone().unwrap_or_default();
+    let unusable = |exprs: &[Expr], cols: &[usize]| -> Result<bool> {
+        Ok(matches!(eq_values(ctx, exprs, cols, table)?, EqKey::Unusable))
+    };
+    match access {
+        Access::Full => Ok(false),
+        Access::Points(ts) | Access::Prefixes(ts) => {
+            for t in ts {
+                if unusable(t, &pk)? {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        }
+        Access::PkRange(r) => unusable(&r.eq, &pk),
+        Access::Index(i, r) => unusable(&r.eq, &table.indexes[*i].columns),
+    }
+}
