@@ -221,19 +221,7 @@ fn expression(rng: &mut StdRng, depth: u32) -> String {
 /// A result as text, or the server's error number.
 async fn run(conn: &mut mysql_async::Conn, sql: &str) -> Result<Vec<Vec<Option<String>>>, u16> {
     match conn.query::<mysql_async::Row, _>(sql).await {
-        Ok(rows) => Ok(rows
-            .into_iter()
-            .map(|r| {
-                r.unwrap()
-                    .into_iter()
-                    .map(|v| match v {
-                        mysql_async::Value::NULL => None,
-                        mysql_async::Value::Bytes(b) => Some(String::from_utf8_lossy(&b).into_owned()),
-                        other => Some(other.as_sql(true)),
-                    })
-                    .collect()
-            })
-            .collect()),
+        Ok(rows) => Ok(common::text_rows(rows)),
         Err(mysql_async::Error::Server(e)) => Err(e.code),
         Err(e) => panic!("{sql}: connection failed: {e}"),
     }

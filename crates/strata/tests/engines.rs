@@ -225,19 +225,7 @@ async fn run(conn: &mut Conn, sql: &str) -> Result<Answer, u16> {
         Err(mysql_async::Error::Server(e)) => return Err(e.code),
         Err(e) => panic!("{sql}: connection failed: {e}"),
     };
-    let mut rows: Vec<Vec<Option<String>>> = rows
-        .into_iter()
-        .map(|r| {
-            r.unwrap()
-                .into_iter()
-                .map(|v| match v {
-                    mysql_async::Value::NULL => None,
-                    mysql_async::Value::Bytes(b) => Some(String::from_utf8_lossy(&b).into_owned()),
-                    other => Some(other.as_sql(true)),
-                })
-                .collect()
-        })
-        .collect();
+    let mut rows = common::text_rows(rows);
     rows.sort();
     Ok((types, rows))
 }

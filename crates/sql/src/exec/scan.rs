@@ -246,6 +246,22 @@ impl<'p> ScanStream<'p> {
         Ok(())
     }
 
+    /// Up to one batch of the key-value pairs in `[start, end)` (locked for a current read),
+    /// moving `start` past them.
+    async fn read(&self, ctx: &mut ExecCtx<'_>, start: &mut Vec<u8>, end: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        checkpoint().await?;
+        let pairs = if self.lock {
+            ctx.txn.scan_for_update(start, end, self.batch).await?
+        } else {
+            ctx.txn.scan(start, end, self.batch).await?
+        };
+        if let Some((last, _)) = pairs.last() {
+            *start = last.clone();
+            start.push(0);
+        }
+        Ok(pairs)
+    }
+
     /// Reads one batch of `[start, end)`, moving `start` past it. True when the range may
     /// hold more rows and the scan wants them.
     async fn range_batch(
@@ -255,19 +271,10 @@ impl<'p> ScanStream<'p> {
         end: &[u8],
         out: &mut ScanBatch,
     ) -> Result<bool> {
-        checkpoint().await?;
         let batch = self.batch;
-        let pairs = if self.lock {
-            ctx.txn.scan_for_update(start, end, batch).await?
-        } else {
-            ctx.txn.scan(start, end, batch).await?
-        };
+        let pairs = self.read(ctx, start, end).await?;
         let n = pairs.len();
         count_reads(if self.full_scan { Read::RndNext } else { Read::Next }, n);
-        if let Some((last, _)) = pairs.last() {
-            *start = last.clone();
-            start.push(0);
-        }
         if self.lock {
             // Current read: lock the rows that match as last committed, then re-check the
             // filter on the versions read under the lock.
@@ -303,13 +310,8 @@ impl<'p> ScanStream<'p> {
         end: &[u8],
         out: &mut ScanBatch,
     ) -> Result<bool> {
-        checkpoint().await?;
         let batch = self.batch;
-        let entries = if self.lock {
-            ctx.txn.scan_for_update(start, end, batch).await?
-        } else {
-            ctx.txn.scan(start, end, batch).await?
-        };
+        let entries = self.read(ctx, start, end).await?;
         let n = entries.len();
         count_reads(Read::Next, n);
         let info = &self.table.indexes[index];
@@ -317,10 +319,6 @@ impl<'p> ScanStream<'p> {
         for (k, v) in &entries {
             let handle = handle_from_index_entry(info, base, k, v)?;
             keys.push(row_key(self.table, &handle));
-        }
-        if let Some((last, _)) = entries.last() {
-            *start = last.clone();
-            start.push(0);
         }
         drop(entries);
         self.fetch(ctx, keys, out).await?;

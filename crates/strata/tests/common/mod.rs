@@ -117,6 +117,22 @@ pub async fn exec(pool: &mysql_async::Pool, sqls: &[&str]) {
     }
 }
 
+/// Rows as text cells (None for NULL), for comparing answers.
+pub fn text_rows(rows: Vec<mysql_async::Row>) -> Vec<Vec<Option<String>>> {
+    rows.into_iter()
+        .map(|r| {
+            r.unwrap()
+                .into_iter()
+                .map(|v| match v {
+                    mysql_async::Value::NULL => None,
+                    mysql_async::Value::Bytes(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+                    other => Some(other.as_sql(true)),
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// A self-signed certificate for localhost / 127.0.0.1 written as `cert.pem` and `key.pem`
 /// in `dir`; returns their paths (for `--ssl-cert` / `--ssl-key`, and as a client's CA).
 pub fn write_self_signed_cert(dir: &Path) -> (String, String) {
