@@ -235,19 +235,14 @@ pub fn count_of(ctx: &ExecCtx, e: Option<&Expr>) -> Result<Option<usize>> {
     }
 }
 
-/// Runs a plan and returns all its rows. Pipelined operators (see `stream`) run as a
-/// stream collected here; the others run whole.
+/// Runs a plan and returns all its rows: its stream (`Stream::open`) collected.
 pub fn execute<'a, 'c>(plan: &'a Plan, ctx: &'a mut ExecCtx<'c>) -> BoxFuture<'a, Result<Rows>>
 where
     'c: 'a,
 {
     Box::pin(async move {
-        crate::depth::ensure_stack()?;
-        if !Stream::pipelines(plan) {
-            return whole(plan, ctx).await;
-        }
         let mut s = Stream::open(plan);
-        let mut out = Rows::new();
+        let Some(mut out) = s.next(ctx).await? else { return Ok(Rows::new()) };
         while let Some(batch) = s.next(ctx).await? {
             out.append(batch);
         }
@@ -255,7 +250,7 @@ where
     })
 }
 
-/// Runs an operator that is not pipelined: all of its output at once.
+/// Runs an operator that is not pipelined (`Stream::Whole`): all of its output at once.
 fn whole<'a, 'c>(plan: &'a Plan, ctx: &'a mut ExecCtx<'c>) -> BoxFuture<'a, Result<Rows>>
 where
     'c: 'a,
@@ -280,7 +275,7 @@ where
             | Plan::Join { .. }
             | Plan::HashJoin { .. }
             | Plan::Limit { .. }
-            | Plan::Truncate { .. } => out = execute(plan, ctx).await?,
+            | Plan::Truncate { .. } => return Err(Error::internal("a pipelined operator run whole")),
             Plan::Aggregate { input, group, aggs, rollup } => {
                 let mut input = Stream::open(input);
                 out = aggregate(ctx, &mut input, group, aggs, *rollup).await?;

@@ -239,7 +239,12 @@ impl<'p> ScanStream<'p> {
         self.filter.map_or(Ok(true), |f| f.eval_pred(row, &ctx.eval_ctx(&empty)))
     }
 
-    fn keep(&mut self, out: &mut ScanBatch, key: Vec<u8>, row: Row, row_id: Option<i64>) -> Result<()> {
+    /// Decodes the row stored at `key` and keeps it if it matches the filter.
+    fn keep(&mut self, ctx: &ExecCtx, out: &mut ScanBatch, key: Vec<u8>, bytes: &[u8]) -> Result<()> {
+        let (row, row_id) = decode_row(self.table, bytes)?;
+        if !self.matches(ctx, &row)? {
+            return Ok(());
+        }
         out.charge.add(row_size(&row) + key.len() + std::mem::size_of::<TableRow>())?;
         out.rows.push(TableRow { key, row, row_id });
         self.kept += 1;
@@ -291,10 +296,7 @@ impl<'p> ScanStream<'p> {
                 if self.full() {
                     break;
                 }
-                let (row, row_id) = decode_row(self.table, &v)?;
-                if self.matches(ctx, &row)? {
-                    self.keep(out, k, row, row_id)?;
-                }
+                self.keep(ctx, out, k, &v)?;
             }
         }
         Ok(n >= batch && !self.full())
@@ -337,10 +339,8 @@ impl<'p> ScanStream<'p> {
                 if self.full() {
                     return Ok(());
                 }
-                let Some(bytes) = v else { continue };
-                let (row, row_id) = decode_row(self.table, &bytes)?;
-                if self.matches(ctx, &row)? {
-                    self.keep(out, k.clone(), row, row_id)?;
+                if let Some(bytes) = v {
+                    self.keep(ctx, out, k.clone(), &bytes)?;
                 }
             }
         }
@@ -360,10 +360,8 @@ impl<'p> ScanStream<'p> {
             rest = later;
             let latest = ctx.txn.lock_and_get(now).await?;
             for (k, v) in now.iter().zip(latest) {
-                let Some(bytes) = v else { continue };
-                let (row, row_id) = decode_row(self.table, &bytes)?;
-                if self.matches(ctx, &row)? {
-                    self.keep(out, k.clone(), row, row_id)?;
+                if let Some(bytes) = v {
+                    self.keep(ctx, out, k.clone(), &bytes)?;
                 }
             }
         }

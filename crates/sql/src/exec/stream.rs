@@ -172,20 +172,6 @@ impl<'p> Stream<'p> {
         }
     }
 
-    /// Whether `plan` runs pipelined (otherwise it runs whole).
-    pub fn pipelines(plan: &Plan) -> bool {
-        matches!(
-            plan,
-            Plan::Scan { .. }
-                | Plan::Filter { .. }
-                | Plan::Project { .. }
-                | Plan::Join { .. }
-                | Plan::HashJoin { .. }
-                | Plan::Limit { .. }
-                | Plan::Truncate { .. }
-        )
-    }
-
     /// The next batch of rows (never empty), or None when the stream is done.
     pub fn next<'a, 'c>(&'a mut self, ctx: &'a mut ExecCtx<'c>) -> BoxFuture<'a, Result<Option<Rows>>>
     where
