@@ -1275,14 +1275,40 @@ impl<'a> Binder<'a> {
                 group.push(self.group_item(g, &items, &scope)?);
             }
             let mut aggs: Vec<AggCall> = Vec::new();
-            proj = proj.into_iter().map(|e| rewrite_agg(e, &group, &mut aggs)).collect::<Result<_>>()?;
-            order_keys = order_keys
-                .into_iter()
-                .map(|(e, d)| Ok((rewrite_agg(e, &group, &mut aggs)?, d)))
-                .collect::<Result<_>>()?;
-            having = having.map(|h| rewrite_agg(h, &group, &mut aggs)).transpose()?;
+            // A correlated subquery after the aggregation refers to the FROM row's columns
+            // (`Outer(0, i)`): the aggregated rows then start with those columns (each a
+            // group value or the group's first value), so its references stay true.
+            let correlated = |e: &Expr| e.subquery_ids().iter().any(|&id| self.subqueries[id].correlated);
+            let keep = (proj.iter().any(correlated)
+                || order_keys.iter().any(|(k, _)| correlated(k))
+                || having.as_ref().is_some_and(correlated))
+            .then_some(scope.columns.len());
+            let rewrite = |e, aggs: &mut Vec<AggCall>| match keep {
+                Some(width) => rewrite_agg_keeping_row(e, &group, aggs, width),
+                None => rewrite_agg(e, &group, aggs),
+            };
+            proj = proj.into_iter().map(|e| rewrite(e, &mut aggs)).collect::<Result<_>>()?;
+            order_keys = order_keys.into_iter().map(|(e, d)| Ok((rewrite(e, &mut aggs)?, d))).collect::<Result<_>>()?;
+            having = having.map(|h| rewrite(h, &mut aggs)).transpose()?;
+            let row = keep.map(|width| {
+                (0..width)
+                    .map(|i| match group.iter().position(|g| *g == Expr::Column(i)) {
+                        Some(g) => Expr::Column(g),
+                        None => {
+                            let call = AggCall { func: AggFunc::First, args: vec![Expr::Column(i)], distinct: false };
+                            aggs.push(call);
+                            Expr::Column(group.len() + aggs.len() - 1)
+                        }
+                    })
+                    .collect::<Vec<_>>()
+            });
             input_width = group.len() + aggs.len();
             plan = Plan::Aggregate { input: Box::new(plan), group, aggs, rollup };
+            if let Some(mut exprs) = row {
+                exprs.extend((0..input_width).map(Expr::Column));
+                input_width = exprs.len();
+                plan = Plan::Project { input: Box::new(plan), exprs };
+            }
             if let Some(h) = having.take() {
                 plan = Plan::Filter { input: Box::new(plan), pred: h };
             }
@@ -2438,6 +2464,20 @@ pub fn rewrite_agg(e: Expr, group: &[Expr], aggs: &mut Vec<AggCall>) -> Result<E
             Ok(Expr::Column(group.len() + pos))
         }
         other => other.map_children(&mut |c| rewrite_agg(c, group, aggs)),
+    }
+}
+
+/// [`rewrite_agg`] for aggregated rows that start with the `width` columns of the input
+/// row: columns keep their positions, group values and aggregates follow them.
+fn rewrite_agg_keeping_row(e: Expr, group: &[Expr], aggs: &mut Vec<AggCall>, width: usize) -> Result<Expr> {
+    match e {
+        Expr::Column(c) if !group.contains(&Expr::Column(c)) => Ok(Expr::Column(c)),
+        e => rewrite_agg(e, group, aggs)?.transform(&mut |x| {
+            Ok(match x {
+                Expr::Column(i) => Expr::Column(width + i),
+                other => other,
+            })
+        }),
     }
 }
 

@@ -6,6 +6,8 @@
 //! committing (which must never change the total). `REPLICA 0` drops it; an ALTER that
 //! changes the columns rebuilds it. A replica written to disk survives a crash: the
 //! restarted server loads it and catches up with the writes since, without a rebuild.
+//! And with the TPC-C driver committing from its own process, analytic queries over its
+//! tables' replicas agree with the row engine, see consistent snapshots and fresh commits.
 
 mod common;
 
@@ -345,4 +347,157 @@ async fn a_replica_over_the_memory_limit_stays_unavailable() {
     assert_eq!(status(&mut c, "Strata_columnar_replica_builds").await, 0);
     assert_eq!(status(&mut c, "Strata_columnar_replica_memory_bytes").await, 0);
     assert_eq!(status(&mut c, "Strata_columnar_replica_delta_versions").await, 0);
+}
+
+/// Analytic queries over TPC-C's tables in the style of CH-benCHmark: each must give the same
+/// rows on both engines at one snapshot.
+const CH_QUERIES: [&str; 4] = [
+    "SELECT ol_number, SUM(ol_quantity), SUM(ol_amount), AVG(ol_quantity), AVG(ol_amount), COUNT(*) \
+     FROM order_line WHERE ol_delivery_d > '2007-01-02 00:00:00' GROUP BY ol_number ORDER BY ol_number",
+    "SELECT o_ol_cnt, COUNT(*), SUM(CASE WHEN o_carrier_id IS NULL THEN 1 ELSE 0 END) \
+     FROM orders WHERE o_entry_d >= '2000-01-01' GROUP BY o_ol_cnt ORDER BY o_ol_cnt",
+    "SELECT c_credit, c_d_id, COUNT(*), SUM(c_balance), SUM(c_ytd_payment), MAX(c_payment_cnt) \
+     FROM customer WHERE c_w_id = 1 GROUP BY c_credit, c_d_id ORDER BY c_credit, c_d_id",
+    "SELECT d.d_id, d.d_next_o_id, COUNT(n.no_o_id), MIN(n.no_o_id), MAX(n.no_o_id) \
+     FROM district d LEFT JOIN new_order n ON n.no_w_id = d.d_w_id AND n.no_d_id = d.d_id \
+     GROUP BY d.d_id, d.d_next_o_id ORDER BY d.d_id",
+];
+
+/// TPC-C's consistency conditions 1–4 as queries that return the districts (or warehouses)
+/// breaking them: every snapshot must return none, whichever engine reads it.
+const CONSISTENCY: [&str; 4] = [
+    "SELECT w_id FROM warehouse WHERE w_ytd <> (SELECT SUM(d_ytd) FROM district WHERE d_w_id = w_id)",
+    "SELECT d_id FROM district WHERE d_next_o_id - 1 <> \
+     (SELECT MAX(o_id) FROM orders WHERE o_w_id = d_w_id AND o_d_id = d_id)",
+    "SELECT no_d_id FROM new_order GROUP BY no_w_id, no_d_id \
+     HAVING MAX(no_o_id) - MIN(no_o_id) + 1 <> COUNT(*)",
+    "SELECT o_d_id FROM orders GROUP BY o_w_id, o_d_id HAVING SUM(o_ol_cnt) <> \
+     (SELECT COUNT(*) FROM order_line WHERE ol_w_id = o_w_id AND ol_d_id = o_d_id)",
+];
+
+async fn rows_on(c: &mut Conn, engines: &str, sql: &str) -> Vec<Vec<Option<String>>> {
+    c.query_drop(format!("SET SESSION tidb_isolation_read_engines = '{engines}'")).await.expect("set engines");
+    common::text_rows(c.query(sql).await.unwrap_or_else(|e| panic!("{sql} on {engines}: {e}")))
+}
+
+/// The TPC-C driver (`strata bench tpcc run`) commits New-Order, Payment and Delivery
+/// transactions from its own process while analytic queries read the columnar replicas of
+/// its tables: inside one transaction each answer equals the row engine's, every snapshot
+/// meets TPC-C's consistency conditions on the column engine, and an order the driver had
+/// committed (or a write the test committed) before a query starts is in that query's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpcc_writes_while_analytic_queries_read_the_replicas() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = common::StrataProcess::start(&dir.path().join("data"));
+    let port = server.port.to_string();
+    let bench = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["bench", "tpcc"])
+            .args(args)
+            .args(["--host", "127.0.0.1", "--port", &port])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run strata bench")
+    };
+    let out = bench(&["prepare", "--warehouses", "1", "--threads", "2"]).wait_with_output().expect("prepare");
+    assert!(out.status.success(), "prepare: {}", String::from_utf8_lossy(&out.stderr));
+
+    let pool = server.pool(Some("tpcc"));
+    let mut c = pool.get_conn().await.expect("connect");
+    let tables = ["warehouse", "district", "customer", "orders", "new_order", "order_line"];
+    for t in tables {
+        c.query_drop(format!("ALTER TABLE {t} SET TIFLASH REPLICA 1")).await.expect("set replica");
+    }
+    for t in tables {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let row: Option<i64> = c
+                .query_first(format!(
+                    "SELECT AVAILABLE FROM information_schema.tiflash_replica \
+                     WHERE TABLE_SCHEMA = 'tpcc' AND TABLE_NAME = '{t}'"
+                ))
+                .await
+                .expect("tiflash_replica");
+            if row == Some(1) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the replica of {t} never became available");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    let json = dir.path().join("run.json");
+    let json_arg = json.to_string_lossy().into_owned();
+    let driver = bench(&["run", "--threads", "2", "--time", "25s", "--interval", "5s", "--json", &json_arg]);
+    let driver = tokio::task::spawn_blocking(move || driver.wait_with_output());
+
+    let mut other = pool.get_conn().await.expect("connect");
+    let started = Instant::now();
+    let (mut compared, mut marker) = (0usize, 0i64);
+    while started.elapsed() < Duration::from_secs(22) {
+        // Same snapshot, same answer.
+        c.query_drop("BEGIN").await.expect("begin");
+        let sql = CH_QUERIES[compared % CH_QUERIES.len()];
+        let before = replica_reads(&mut c).await;
+        let column = rows_on(&mut c, "tiflash", sql).await;
+        assert!(replica_reads(&mut c).await > before, "{sql} read the replicas");
+        let row = rows_on(&mut c, "tikv", sql).await;
+        assert_eq!(column, row, "{sql}");
+        c.query_drop("COMMIT").await.expect("commit");
+        compared += 1;
+
+        // Every snapshot is consistent on the column engine.
+        for check in CONSISTENCY {
+            let before = replica_reads(&mut c).await;
+            let broken = rows_on(&mut c, "tiflash", check).await;
+            assert!(broken.is_empty(), "{check} found {broken:?} while the driver runs");
+            assert!(replica_reads(&mut c).await > before, "{check} read the replicas");
+        }
+
+        // Fresh: the orders the driver committed before the query began are in its answer,
+        // and so is a write this test committed on another connection just before.
+        let next: Vec<(i64, i64)> =
+            other.query("SELECT d_id, d_next_o_id FROM district WHERE d_w_id = 1 ORDER BY d_id").await.expect("next");
+        marker += 1;
+        other
+            .query_drop(format!("UPDATE warehouse SET w_street_2 = 'mark {marker}' WHERE w_id = 1"))
+            .await
+            .expect("mark");
+        let before = replica_reads(&mut c).await;
+        let newest = rows_on(
+            &mut c,
+            "tiflash",
+            "SELECT o_d_id, MAX(o_id), MAX(w_street_2) FROM orders JOIN warehouse ON w_id = o_w_id \
+             GROUP BY o_d_id ORDER BY o_d_id",
+        )
+        .await;
+        assert!(replica_reads(&mut c).await > before, "the freshness query read the replicas");
+        assert_eq!(newest.len(), next.len());
+        for (row, (d, next_o_id)) in newest.iter().zip(&next) {
+            assert_eq!(row[0].as_deref(), Some(d.to_string().as_str()));
+            let max: i64 = row[1].as_deref().and_then(|v| v.parse().ok()).expect("max o_id");
+            assert!(
+                max >= next_o_id - 1,
+                "district {d}: orders up to {} were committed, the replica shows {max}",
+                next_o_id - 1
+            );
+            assert_eq!(row[2].as_deref(), Some(format!("mark {marker}").as_str()));
+        }
+    }
+    c.query_drop("SET SESSION tidb_isolation_read_engines = 'tikv,tiflash,tidb'").await.expect("reset");
+
+    let out = driver.await.expect("join").expect("driver");
+    assert!(out.status.success(), "run: {}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).expect("valid json");
+    let new_orders = report["kinds"]["NEW_ORDER"]["count"].as_u64().unwrap_or(0);
+    assert!(new_orders > 20 && compared >= 4, "{new_orders} New-Orders committed, {compared} answers compared");
+    for kind in ["NEW_ORDER", "PAYMENT", "DELIVERY"] {
+        assert_eq!(report["kinds"][kind]["errors"].as_u64(), Some(0), "{kind}: {}", report["errors"]);
+    }
+    // After the run both engines still agree on the consistency conditions' inputs.
+    for sql in CH_QUERIES {
+        assert_eq!(rows_on(&mut c, "tiflash", sql).await, rows_on(&mut c, "tikv", sql).await, "{sql}");
+    }
 }
