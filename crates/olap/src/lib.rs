@@ -31,15 +31,15 @@ use async_trait::async_trait;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::DataFusionError;
 use datafusion::execution::memory_pool::{MemoryPool, MemoryReservation};
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionConfig;
 use futures_util::StreamExt;
 use parking_lot::Mutex;
 use replica::{Origin, ReplicaStore};
-use strata_common::{Error, Result};
+use strata_common::{Error, Result, Value};
 use strata_kv::LockMode;
 use strata_sql::catalog::TableInfo;
 use strata_sql::column::{ColumnEngine, ReplicaState, ScanSource};
@@ -284,33 +284,42 @@ fn partitions() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(1, 8)
 }
 
+impl OlapEngine {
+    /// Translates `query` and optimizes DataFusion's plan for it: the plan, the tables it
+    /// scans (not yet loaded) and the session state that will run it.
+    #[allow(clippy::type_complexity)]
+    fn plan(
+        &self,
+        query: &Query,
+        params: &[Value],
+        runtime: Arc<RuntimeEnv>,
+    ) -> std::result::Result<(LogicalPlan, Vec<(String, Arc<provider::ScanTable>)>, SessionState), Skip> {
+        let replicas = self.replicas.clone();
+        let available = move |id: i64| replicas.state(id).is_some_and(|s| s.available);
+        let mut t = translate::Translator::new(query, params, &available);
+        let node = t.query()?;
+        let tables = std::mem::take(&mut t.tables);
+        let config = SessionConfig::new().with_target_partitions(partitions()).with_batch_size(8192);
+        let state =
+            SessionStateBuilder::new().with_config(config).with_runtime_env(runtime).with_default_features().build();
+        let optimized = state.optimize(&node.plan).map_err(|e| Skip(format!("optimizing failed: {e}")))?;
+        Ok((optimized, tables, state))
+    }
+}
+
 #[async_trait]
 impl ColumnEngine for OlapEngine {
     async fn run(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>> {
         let params = source.params().to_vec();
-        let replicas = self.replicas.clone();
-        let available = move |id: i64| replicas.state(id).is_some_and(|s| s.available);
-        let mut t = translate::Translator::new(query, &params, &available);
-        let node = match t.query() {
-            Ok(n) => n,
-            Err(Skip(why)) => {
-                tracing::debug!("column engine leaves the query to the row engine: {why}");
-                return Ok(None);
-            }
-        };
-        let tables = std::mem::take(&mut t.tables);
         let pool = Arc::new(TrackerPool::new(strata_sql::context::current_tracker()));
         let runtime = RuntimeEnvBuilder::new()
             .with_memory_pool(pool.clone())
             .build_arc()
             .map_err(|e| Error::internal(e.to_string()))?;
-        let config = SessionConfig::new().with_target_partitions(partitions()).with_batch_size(8192);
-        let state =
-            SessionStateBuilder::new().with_config(config).with_runtime_env(runtime).with_default_features().build();
-        let optimized = match state.optimize(&node.plan) {
+        let (optimized, tables, state) = match self.plan(query, &params, runtime) {
             Ok(p) => p,
-            Err(e) => {
-                tracing::debug!("column engine: optimizing failed, row engine runs the query: {e}");
+            Err(Skip(why)) => {
+                tracing::debug!("column engine leaves the query to the row engine: {why}");
                 return Ok(None);
             }
         };
@@ -351,6 +360,17 @@ impl ColumnEngine for OlapEngine {
             }
         }
         Ok(Some(rows))
+    }
+
+    fn explain(&self, query: &Query, params: &[Value]) -> Option<Vec<String>> {
+        let runtime = RuntimeEnvBuilder::new().build_arc().ok()?;
+        let (optimized, tables, _) = self.plan(query, params, runtime).ok()?;
+        let mut lines = vec!["ColumnEngine (DataFusion)".to_string()];
+        lines.extend(optimized.display_indent().to_string().lines().map(|l| format!("  {l}")));
+        for (name, table) in &tables {
+            lines.push(format!("{name}: {}", table.describe()));
+        }
+        Some(lines)
     }
 
     fn replica(&self, table_id: i64) -> Option<ReplicaState> {

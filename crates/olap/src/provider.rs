@@ -72,6 +72,18 @@ impl ScanTable {
         ScanTable { scan, types, names, schema: Arc::new(Schema::new(fields)), replica, loaded: Mutex::new(None) }
     }
 
+    /// What EXPLAIN says the scan reads: the table, and its columnar replica or the row
+    /// store's access path.
+    pub fn describe(&self) -> String {
+        let Plan::Scan { table, .. } = &self.scan else { return "a scan".to_string() };
+        if self.replica.is_some() {
+            return format!("table:{} columnar replica", table.name);
+        }
+        let mut lines = Vec::new();
+        self.scan.explain(0, &mut lines);
+        format!("row store {}", lines.join(" "))
+    }
+
     /// Reads the rows of the scan through `source`, keeping `columns` (positions in the
     /// table; None for all) as Arrow batches. `Ok(Err(skip))`: a value Arrow cannot hold.
     pub async fn load(

@@ -142,6 +142,13 @@ pub trait ColumnEngine: Send + Sync {
     /// the query with MySQL's semantics; the row engine must.
     async fn run(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>>;
 
+    /// EXPLAIN's lines for `query` when this engine would run it (its plan and what each
+    /// table scan reads); None when the row engine would.
+    fn explain(&self, query: &Query, params: &[Value]) -> Option<Vec<String>> {
+        let _ = (query, params);
+        None
+    }
+
     /// The columnar replica of table `table_id`, if one is kept (being built or available).
     fn replica(&self, table_id: i64) -> Option<ReplicaState> {
         let _ = table_id;

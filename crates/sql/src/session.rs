@@ -1999,6 +1999,10 @@ impl Session {
         let ast::Statement::Query(q) = stmt else { return Err(Error::unsupported("EXPLAIN of a non-query")) };
         let mut binder = Binder::new(&self.engine.catalog, &info);
         let query = binder.plan_query(q)?;
+        // The column engine's plan when it would run the query; the row engine's otherwise.
+        if let Some(lines) = column_engine_for(&self.engine, &info, &query).and_then(|c| c.explain(&query, &[])) {
+            return Ok(QueryResult::text_rows(&["plan"], lines.into_iter().map(|l| vec![Value::str(l)]).collect()));
+        }
         let mut lines = Vec::new();
         query.plan.explain(0, &mut lines);
         for (i, s) in query.subqueries.iter().enumerate() {
@@ -2429,19 +2433,13 @@ pub async fn exec_statement(
             let query = binder.plan_query(q)?;
             let mut ctx = ExecCtx::new(txn, params, query.subqueries.clone());
             let columns = query.columns.iter().map(Column::from_output).collect();
-            if let Some(column) = engine.column_engine.get() {
-                let engines = info
-                    .vars
-                    .get("tidb_isolation_read_engines")
-                    .and_then(|v| crate::column::ReadEngines::parse(&value_text(v)).ok());
-                if engines.is_some_and(|e| e.try_column(&query, column.as_ref())) {
-                    let mut source = crate::column::ScanSource::new(&mut ctx);
-                    if let Some(rows) = column.run(&query, &mut source).await? {
-                        context::count_reads(context::Read::Columnar, 1);
-                        return Ok(QueryResult::Rows { columns, rows });
-                    }
-                    context::count_reads(context::Read::ColumnarFallback, 1);
+            if let Some(column) = column_engine_for(engine, info, &query) {
+                let mut source = crate::column::ScanSource::new(&mut ctx);
+                if let Some(rows) = column.run(&query, &mut source).await? {
+                    context::count_reads(context::Read::Columnar, 1);
+                    return Ok(QueryResult::Rows { columns, rows });
                 }
+                context::count_reads(context::Read::ColumnarFallback, 1);
             }
             let rows = execute(&query.plan, &mut ctx).await?.into_vec();
             Ok(QueryResult::Rows { columns, rows })
@@ -2451,6 +2449,21 @@ pub async fn exec_statement(
         ast::Statement::Delete(del) => dml.delete(txn, del).await,
         other => Err(Error::unsupported(truncate_sql(&other.to_string()))),
     }
+}
+
+/// The column engine that should try `query` first, under the session's
+/// `tidb_isolation_read_engines`; None: the row engine runs it.
+fn column_engine_for<'e>(
+    engine: &'e Engine,
+    info: &SessionInfo,
+    query: &crate::plan::Query,
+) -> Option<&'e Arc<dyn crate::column::ColumnEngine>> {
+    let column = engine.column_engine.get()?;
+    let engines = info
+        .vars
+        .get("tidb_isolation_read_engines")
+        .and_then(|v| crate::column::ReadEngines::parse(&value_text(v)).ok())?;
+    engines.try_column(query, column.as_ref()).then_some(column)
 }
 
 /// Names of the CTEs a statement defines (lower case): relations by these names are not

@@ -427,6 +427,11 @@ async fn tpcc_writes_while_analytic_queries_read_the_replicas() {
         }
     }
 
+    // EXPLAIN shows the column engine's plan and that it reads the replica.
+    let plan: Vec<String> = c.query(format!("EXPLAIN {}", CH_QUERIES[0])).await.expect("explain");
+    assert_eq!(plan[0], "ColumnEngine (DataFusion)", "{plan:#?}");
+    assert!(plan.iter().any(|l| l == "t0: table:order_line columnar replica"), "{plan:#?}");
+
     let json = dir.path().join("run.json");
     let json_arg = json.to_string_lossy().into_owned();
     let driver = bench(&["run", "--threads", "2", "--time", "25s", "--interval", "5s", "--json", &json_arg]);
