@@ -8,7 +8,7 @@
 //! machine's memory. Table scans (`scan`) read the store in growing batches and stop as
 //! soon as they have the rows a pushed-down LIMIT asks for.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use strata_txn::Transaction;
 
 use crate::context::Charge;
 use crate::expr::{
-    AggCall, AggFunc, EvalCtx, Expr, Row, SubqueryKind, SubqueryValue, SubqueryValues, WindowCall, WindowFunc,
+    AggCall, AggFunc, BinOp, EvalCtx, Expr, Row, SubqueryKind, SubqueryValue, SubqueryValues, WindowCall, WindowFunc,
 };
 use crate::interrupt::checkpoint;
 use crate::plan::{JoinKind, Plan, SubqueryPlan};
@@ -47,6 +47,9 @@ pub struct ExecCtx<'a> {
     cache: HashMap<usize, SubqueryValue>,
     /// Memory held by cached subquery results.
     cache_charge: Charge,
+    /// Results of correlated subqueries by the values of the enclosing row's columns they
+    /// read (TiDB's apply cache): a subquery run per joined row repeats for equal keys.
+    apply: ApplyCache,
     /// The rows of the round before, per recursive CTE being run.
     work_tables: HashMap<usize, Arc<Vec<Row>>>,
 }
@@ -71,6 +74,7 @@ impl<'a> ExecCtx<'a> {
             outer: Vec::new(),
             cache: HashMap::new(),
             cache_charge: Charge::new(),
+            apply: ApplyCache::default(),
             work_tables: HashMap::new(),
         }
     }
@@ -97,6 +101,11 @@ impl<'a> ExecCtx<'a> {
             }
             let sq = self.subqueries.clone();
             let sq = sq.get(id).ok_or_else(|| Error::internal("unknown subquery"))?;
+            let key = if sq.correlated { self.apply.key(id, &self.subqueries, row) } else { None };
+            if let Some(v) = key.as_ref().and_then(|k| self.apply.results.get(k)) {
+                out.values[id] = Some(v.clone());
+                continue;
+            }
             self.outer.push(row.clone());
             let rows = execute(&sq.plan, self).await;
             self.outer.pop();
@@ -121,18 +130,180 @@ impl<'a> ExecCtx<'a> {
             };
             if !sq.correlated {
                 self.cache.insert(id, v.clone());
+            } else if let Some(key) = key {
+                self.apply.insert(key, &v);
             }
             out.values[id] = Some(v);
         }
         Ok(out)
     }
 
-    /// Evaluates `e` on `row`, running its subqueries first.
+    /// Evaluates `e` on `row`, running its subqueries first. The operands of AND / OR
+    /// with subqueries are evaluated one at a time — those without subqueries first, then
+    /// those whose subqueries run once, correlated ones last — and a decisive operand
+    /// stops the rest: `a IN (SELECT ..) AND b > (SELECT .. correlated)` runs the
+    /// correlated subquery only for rows the first part keeps.
     pub async fn eval(&mut self, e: &Expr, row: &Row) -> Result<Value> {
+        if let Expr::Binary(op @ (BinOp::And | BinOp::Or), ..) = e {
+            if e.has_subquery() {
+                return self.eval_logic(*op, e, row).await;
+            }
+        }
         let ids = e.subquery_ids();
         let sub = if ids.is_empty() { SubqueryValues::default() } else { self.subqueries_for(&ids, row).await? };
         e.eval(row, &self.eval_ctx(&sub))
     }
+}
+
+impl ExecCtx<'_> {
+    /// `e`, a chain of `op` (AND or OR), with short-circuiting over its operands.
+    async fn eval_logic(&mut self, op: BinOp, e: &Expr, row: &Row) -> Result<Value> {
+        let mut operands = Vec::new();
+        let mut stack = vec![e];
+        while let Some(x) = stack.pop() {
+            match x {
+                Expr::Binary(o, a, b) if *o == op => {
+                    stack.push(b);
+                    stack.push(a);
+                }
+                other => operands.push(other),
+            }
+        }
+        let subqueries = self.subqueries.clone();
+        let rank = |x: &Expr| {
+            let ids = x.subquery_ids();
+            if ids.is_empty() {
+                0
+            } else if ids.iter().any(|&id| subqueries.get(id).is_some_and(|s| s.correlated)) {
+                2
+            } else {
+                1
+            }
+        };
+        operands.sort_by_key(|x| rank(x));
+        // AND: false decides, OR: true decides; otherwise NULL if any operand was NULL.
+        let decisive = op == BinOp::Or;
+        let mut unknown = false;
+        for x in operands {
+            let ids = x.subquery_ids();
+            let sub = if ids.is_empty() { SubqueryValues::default() } else { self.subqueries_for(&ids, row).await? };
+            match x.eval(row, &self.eval_ctx(&sub))?.as_bool() {
+                Some(b) if b == decisive => return Ok(Value::Int(i64::from(decisive))),
+                Some(_) => {}
+                None => unknown = true,
+            }
+        }
+        Ok(if unknown { Value::Null } else { Value::Int(i64::from(!decisive)) })
+    }
+}
+
+/// Memory the apply cache of one statement may hold; past it, results are not kept.
+const APPLY_CACHE_BYTES: usize = 32 << 20;
+
+/// Cached results of correlated subqueries (see `ExecCtx::apply`).
+#[derive(Default)]
+struct ApplyCache {
+    /// Per subquery id: the columns of the enclosing row it reads, or None when its result
+    /// depends on more than them (see [`apply_key_columns`]).
+    columns: HashMap<usize, Option<Vec<usize>>>,
+    results: HashMap<(usize, Vec<u8>), SubqueryValue>,
+    charge: Charge,
+    full: bool,
+}
+
+impl ApplyCache {
+    /// The cache key of subquery `id` run for `row`, if its results can be cached.
+    fn key(&mut self, id: usize, subqueries: &[SubqueryPlan], row: &Row) -> Option<(usize, Vec<u8>)> {
+        let columns = self
+            .columns
+            .entry(id)
+            .or_insert_with(|| subqueries.get(id).and_then(|s| apply_key_columns(&s.plan, subqueries)))
+            .as_ref()?;
+        let mut key = Vec::new();
+        for &c in columns {
+            exact_key(&mut key, row.get(c)?);
+        }
+        Some((id, key))
+    }
+
+    fn insert(&mut self, key: (usize, Vec<u8>), v: &SubqueryValue) {
+        if self.full {
+            return;
+        }
+        let bytes = 64
+            + key.1.len()
+            + match v {
+                SubqueryValue::Rows(rows) => rows.iter().map(|r| crate::context::row_size(r)).sum(),
+                SubqueryValue::Scalar(v) => crate::context::row_size(std::slice::from_ref(v)),
+                SubqueryValue::Exists(_) => 0,
+            };
+        if self.charge.bytes() + bytes > APPLY_CACHE_BYTES || self.charge.add(bytes).is_err() {
+            // Past its share (or the statement's quota): run the rest without caching.
+            self.full = true;
+            self.results.clear();
+            self.charge.sub(self.charge.bytes());
+            return;
+        }
+        self.results.insert(key, v.clone());
+    }
+}
+
+/// Appends an encoding of `v` that tells apart every two values a subquery could tell
+/// apart (type, scale and case included).
+fn exact_key(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::Int(i) => {
+            out.push(1);
+            out.extend_from_slice(&i.to_le_bytes());
+        }
+        Value::Bytes(b) => {
+            out.push(2);
+            out.extend_from_slice(&(b.len() as u64).to_le_bytes());
+            out.extend_from_slice(b);
+        }
+        other => {
+            let text = format!("{other:?}");
+            out.push(3);
+            out.extend_from_slice(&(text.len() as u64).to_le_bytes());
+            out.extend_from_slice(text.as_bytes());
+        }
+    }
+}
+
+/// The columns of the enclosing row that a correlated subquery's `plan` reads, when its
+/// result depends on nothing else the statement changes while it runs: no row further out,
+/// no volatile function (RAND, UUID), no locking read, no recursive CTE's work table.
+fn apply_key_columns(plan: &Plan, subqueries: &[SubqueryPlan]) -> Option<Vec<usize>> {
+    fn plan_refs(plan: &Plan, subs: &[SubqueryPlan], depth: usize, out: &mut BTreeSet<usize>) -> bool {
+        if matches!(plan, Plan::WorkTable(_) | Plan::Scan { lock: true, .. }) {
+            return false;
+        }
+        if !plan.own_exprs().into_iter().all(|e| expr_refs(e, subs, depth, out)) {
+            return false;
+        }
+        match plan {
+            Plan::Join { left, right, correlated: true, .. } => {
+                plan_refs(left, subs, depth, out) && plan_refs(right, subs, depth + 1, out)
+            }
+            other => other.children().into_iter().all(|c| plan_refs(c, subs, depth, out)),
+        }
+    }
+    fn expr_refs(e: &Expr, subs: &[SubqueryPlan], depth: usize, out: &mut BTreeSet<usize>) -> bool {
+        let mut ok = true;
+        let mut nested = Vec::new();
+        e.walk(&mut |x| match x {
+            Expr::Outer(d, i) if *d == depth => {
+                out.insert(*i);
+            }
+            Expr::Outer(d, _) if *d > depth => ok = false,
+            Expr::Func(name, _) if matches!(name.as_str(), "rand" | "uuid" | "uuid_short" | "sysdate") => ok = false,
+            Expr::Subquery(id, _) | Expr::InSubquery(_, id, _) => nested.push(*id),
+            _ => {}
+        });
+        ok && nested.into_iter().all(|id| subs.get(id).is_some_and(|s| plan_refs(&s.plan, subs, depth + 1, out)))
+    }
+    let mut out = BTreeSet::new();
+    plan_refs(plan, subqueries, 0, &mut out).then(|| out.into_iter().collect())
 }
 
 /// Rows an operator produced, with their memory charged to the statement (see

@@ -324,6 +324,46 @@ impl Plan {
         }
     }
 
+    /// The expressions this node evaluates itself (not its children's, nor the plans of
+    /// the subqueries they use).
+    pub fn own_exprs(&self) -> Vec<&Expr> {
+        let mut out: Vec<&Expr> = Vec::new();
+        match self {
+            Plan::Dual | Plan::WorkTable(_) | Plan::Distinct { .. } | Plan::Union { .. } => {}
+            Plan::SetOp { .. } | Plan::Recursive { .. } | Plan::Truncate { .. } => {}
+            Plan::Values(rows) => out.extend(rows.iter().flatten()),
+            Plan::Scan { access, filter, limit, .. } => {
+                match access {
+                    Access::Full => {}
+                    Access::Points(ts) | Access::Prefixes(ts) => out.extend(ts.iter().flatten()),
+                    Access::PkRange(r) | Access::Index(_, r) => {
+                        out.extend(&r.eq);
+                        out.extend(r.lower.iter().chain(&r.upper).map(|(e, _)| e));
+                    }
+                }
+                out.extend(filter.iter().chain(limit));
+            }
+            Plan::Filter { pred, .. } => out.push(pred),
+            Plan::Project { exprs, .. } => out.extend(exprs),
+            Plan::Join { on, .. } => out.extend(on),
+            Plan::HashJoin { left_keys, right_keys, on, .. } => {
+                out.extend(left_keys.iter().chain(right_keys).chain(on));
+            }
+            Plan::Aggregate { group, aggs, .. } => {
+                out.extend(group);
+                out.extend(aggs.iter().flat_map(|a| &a.args));
+            }
+            Plan::Sort { keys, .. } => out.extend(keys.iter().map(|(e, _)| e)),
+            Plan::Limit { limit, offset, .. } => out.extend(limit.iter().chain(offset)),
+            Plan::Window { calls, .. } => {
+                for c in calls {
+                    out.extend(c.args.iter().chain(&c.partition).chain(c.order.iter().map(|(e, _)| e)));
+                }
+            }
+        }
+        out
+    }
+
     /// Every table scan in this plan (not in its subqueries), in plan order.
     pub fn scans(&self) -> Vec<&Plan> {
         let mut out = Vec::new();

@@ -194,8 +194,8 @@ impl<'p> Stream<'p> {
                             let empty = SubqueryValues::default();
                             pred.eval_pred(r, &ctx.eval_ctx(&empty))?
                         } else {
-                            let sub = ctx.subqueries_for(ids, r).await?;
-                            pred.eval_pred(r, &ctx.eval_ctx(&sub))?
+                            // Through ExecCtx::eval: AND / OR skip subqueries they do not need.
+                            ctx.eval(pred, r).await?.as_bool() == Some(true)
                         };
                         keep.push(k);
                     }
