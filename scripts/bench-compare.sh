@@ -11,6 +11,8 @@
 #   TPC-H:  SF [0.1]  REPEAT [3]  QUERIES [1-22]  TPCH_TIMEOUT [5m]
 #           REPLICAS [1]     columnar replicas per table on Strata (0: none)
 #           ROW_ENGINE [1]   1 also runs the queries on Strata with the row engine only
+#           ROW_MEM_QUOTA [8589934592]  tidb_mem_quota_query (bytes) for that run: the row
+#                            executor holds hash tables and sorts in memory (no spilling)
 #           DUCKDB [1]       1 also times DuckDB (pip's duckdb) on the same data and texts
 #   LOAD_THREADS [4]     connections that load data
 #   OUT [bench-results/<UTC time>]   where results go
@@ -40,6 +42,7 @@ QUERIES=${QUERIES:-1-22}
 TPCH_TIMEOUT=${TPCH_TIMEOUT:-5m}
 REPLICAS=${REPLICAS:-1}
 ROW_ENGINE=${ROW_ENGINE:-1}
+ROW_MEM_QUOTA=${ROW_MEM_QUOTA:-8589934592}
 DUCKDB=${DUCKDB:-1}
 LOAD_THREADS=${LOAD_THREADS:-4}
 MARIADB_BP=${MARIADB_BP:-2G}
@@ -194,7 +197,8 @@ if [ "$WHAT" != tpcc ]; then
     echo "== TPC-H on ${LABEL[strata]}, row engine only: queries $QUERIES, $REPEAT runs each, checked"
     if step strata-row-tpch-run bench strata tpch check --queries "$QUERIES" --repeat "$REPEAT" \
       --timeout "$TPCH_TIMEOUT" --label "${LABEL[strata]} row engine" --json "$OUT/strata-row-tpch.json" \
-      --init-sql "SET SESSION tidb_isolation_read_engines = 'tikv'"; then
+      --init-sql "SET SESSION tidb_isolation_read_engines = 'tikv'" \
+      --init-sql "SET SESSION tidb_mem_quota_query = $ROW_MEM_QUOTA"; then
       CHECK[strata-row-tpch]=pass
     else
       CHECK[strata-row-tpch]=FAIL

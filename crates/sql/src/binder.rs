@@ -288,9 +288,55 @@ fn factor_or(e: Expr) -> Vec<Expr> {
             return common;
         }
     }
+    common.extend(implied_by_branches(&parts));
     let rest = parts.into_iter().filter_map(and_all).collect();
     common.extend(combine_all(BinOp::Or, rest));
     common
+}
+
+/// Conditions an OR implies on one column each: when every branch restricts column `c`
+/// (TPC-H Q7's `n1.n_name = 'FRANCE' ... OR n1.n_name = 'GERMANY' ...`, Q19's quantity
+/// ranges), the OR of those restrictions holds wherever the whole OR is true, so it is added
+/// as a conjunct of its own (the OR stays) and can filter that table's scan. `branches` are
+/// the OR's branches as lists of conjuncts.
+fn implied_by_branches(branches: &[Vec<Expr>]) -> Vec<Expr> {
+    fn single_column(e: &Expr) -> Option<usize> {
+        let (mut col, mut ok) = (None, true);
+        e.walk(&mut |x| match x {
+            Expr::Column(i) => {
+                if col.is_some_and(|c| c != *i) {
+                    ok = false;
+                }
+                col = Some(*i);
+            }
+            Expr::Outer(..) | Expr::Agg(_) | Expr::Window(_) | Expr::Subquery(..) | Expr::InSubquery(..) => ok = false,
+            Expr::Func(name, _) if matches!(name.as_str(), "rand" | "uuid" | "uuid_short" | "sysdate") => ok = false,
+            _ => {}
+        });
+        col.filter(|_| ok)
+    }
+    if branches.len() < 2 || branches.len() > CHAIN {
+        return Vec::new();
+    }
+    let mut columns: Vec<usize> = branches[0].iter().filter_map(single_column).collect();
+    columns.dedup();
+    let mut out = Vec::new();
+    for c in columns {
+        if branches.iter().all(|b| b.iter().all(|e| single_column(e) == Some(c))) {
+            // The OR restricts nothing but `c`: it is its own implied condition.
+            continue;
+        }
+        let per_branch: Option<Vec<Expr>> = branches
+            .iter()
+            .map(|b| and_all(b.iter().filter(|e| single_column(e) == Some(c)).cloned().collect()))
+            .collect();
+        if let Some(implied) = per_branch.and_then(|p| combine_all(BinOp::Or, p)) {
+            if !out.contains(&implied) {
+                out.push(implied);
+            }
+        }
+    }
+    out
 }
 
 /// Splits a parsed expression into its AND-ed parts (looking through parentheses).
