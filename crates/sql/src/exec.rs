@@ -273,7 +273,7 @@ fn exact_key(out: &mut Vec<u8>, v: &Value) {
 /// The columns of the enclosing row that a correlated subquery's `plan` reads, when its
 /// result depends on nothing else the statement changes while it runs: no row further out,
 /// no volatile function (RAND, UUID), no locking read, no recursive CTE's work table.
-fn apply_key_columns(plan: &Plan, subqueries: &[SubqueryPlan]) -> Option<Vec<usize>> {
+pub(crate) fn apply_key_columns(plan: &Plan, subqueries: &[SubqueryPlan]) -> Option<Vec<usize>> {
     fn plan_refs(plan: &Plan, subs: &[SubqueryPlan], depth: usize, out: &mut BTreeSet<usize>) -> bool {
         if matches!(plan, Plan::WorkTable(_) | Plan::Scan { lock: true, .. }) {
             return false;

@@ -7,6 +7,7 @@ pub mod builtins;
 pub mod catalog;
 pub mod column;
 pub mod context;
+pub mod cost;
 pub mod ddl;
 pub mod depth;
 pub mod dialect;

@@ -1999,8 +1999,13 @@ impl Session {
         let ast::Statement::Query(q) = stmt else { return Err(Error::unsupported("EXPLAIN of a non-query")) };
         let mut binder = Binder::new(&self.engine.catalog, &info);
         let query = binder.plan_query(q)?;
-        // The column engine's plan when it would run the query; the row engine's otherwise.
-        if let Some(lines) = column_engine_for(&self.engine, &info, &query).and_then(|c| c.explain(&query, &[])) {
+        // The column engine's plan when it would run the query; the row engine's otherwise;
+        // then the cost model's estimates when it made the choice.
+        let (column, costs) = choose_engine(&self.engine, &info, &query);
+        let costs = costs
+            .map(|c| format!("Engine choice: estimated row engine {:.0} us, column engine {:.0} us", c.row, c.column));
+        if let Some(mut lines) = column.and_then(|c| c.explain(&query, &[])) {
+            lines.extend(costs);
             return Ok(QueryResult::text_rows(&["plan"], lines.into_iter().map(|l| vec![Value::str(l)]).collect()));
         }
         let mut lines = Vec::new();
@@ -2009,6 +2014,7 @@ impl Session {
             lines.push(format!("Subquery {} ({})", i, if s.correlated { "correlated" } else { "uncorrelated" }));
             s.plan.explain(1, &mut lines);
         }
+        lines.extend(costs);
         Ok(QueryResult::text_rows(&["plan"], lines.into_iter().map(|l| vec![Value::str(l)]).collect()))
     }
 
@@ -2458,12 +2464,42 @@ fn column_engine_for<'e>(
     info: &SessionInfo,
     query: &crate::plan::Query,
 ) -> Option<&'e Arc<dyn crate::column::ColumnEngine>> {
-    let column = engine.column_engine.get()?;
-    let engines = info
+    choose_engine(engine, info, query).0
+}
+
+/// [`column_engine_for`], with the cost model's estimates when it was asked (both engines
+/// allowed, a replica to read, statistics for every table): the row engine runs the query
+/// when its plan is estimated cheaper.
+fn choose_engine<'e>(
+    engine: &'e Engine,
+    info: &SessionInfo,
+    query: &crate::plan::Query,
+) -> (Option<&'e Arc<dyn crate::column::ColumnEngine>>, Option<crate::cost::EngineCosts>) {
+    let Some(column) = engine.column_engine.get() else { return (None, None) };
+    let Some(engines) = info
         .vars
         .get("tidb_isolation_read_engines")
-        .and_then(|v| crate::column::ReadEngines::parse(&value_text(v)).ok())?;
-    engines.try_column(query, column.as_ref()).then_some(column)
+        .and_then(|v| crate::column::ReadEngines::parse(&value_text(v)).ok())
+    else {
+        return (None, None);
+    };
+    if !engines.try_column(query, column.as_ref()) {
+        return (None, None);
+    }
+    if !engines.row {
+        return (Some(column), None);
+    }
+    let like = info
+        .vars
+        .get("tidb_default_string_match_selectivity")
+        .and_then(|v| v.as_f64())
+        .unwrap_or(crate::stats::DEFAULT_LIKE_SELECTIVITY);
+    let replica = |id: i64| column.replica(id).is_some_and(|r| r.available);
+    let costs = crate::cost::estimate(query, &engine.catalog, &replica, &crate::cost::constant, like);
+    match costs {
+        Some(c) if c.row < c.column => (None, costs),
+        _ => (Some(column), costs),
+    }
 }
 
 /// Names of the CTEs a statement defines (lower case): relations by these names are not

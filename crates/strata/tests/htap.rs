@@ -8,6 +8,7 @@
 //! restarted server loads it and catches up with the writes since, without a rebuild.
 //! And with the TPC-C driver committing from its own process, analytic queries over its
 //! tables' replicas agree with the row engine, see consistent snapshots and fresh commits.
+//! With statistics, the cost model sends each query to the engine it estimates cheaper.
 
 mod common;
 
@@ -504,5 +505,52 @@ async fn tpcc_writes_while_analytic_queries_read_the_replicas() {
     // After the run both engines still agree on the consistency conditions' inputs.
     for sql in CH_QUERIES {
         assert_eq!(rows_on(&mut c, "tiflash", sql).await, rows_on(&mut c, "tikv", sql).await, "{sql}");
+    }
+}
+
+/// With statistics, the cost model picks the engine per query: a selective join that
+/// index lookups answer stays on the row engine even though both tables have replicas; an
+/// aggregate over the whole large table goes to the column engine. EXPLAIN shows the
+/// estimates, and both answers equal the other engine's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cost_model_picks_the_engine_per_query() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = common::StrataProcess::start(&dir.path().join("data"));
+    let pool = server.pool(None);
+    common::exec(
+        &pool,
+        &[
+            "CREATE DATABASE h",
+            "CREATE TABLE h.big (id INT PRIMARY KEY, grp INT NOT NULL, v INT, KEY idx_grp (grp))",
+            "CREATE TABLE h.small (id INT PRIMARY KEY, tag VARCHAR(10))",
+        ],
+    )
+    .await;
+    let mut c = pool.get_conn().await.expect("connect");
+    let small: Vec<String> = (0..1_000).map(|i| format!("({i}, 't{}')", i % 100)).collect();
+    c.query_drop(format!("INSERT INTO h.small VALUES {}", small.join(","))).await.expect("small");
+    for start in (0..50_000).step_by(5_000) {
+        let rows: Vec<String> = (start..start + 5_000).map(|i| format!("({i}, {}, {})", i % 1_000, i % 37)).collect();
+        c.query_drop(format!("INSERT INTO h.big VALUES {}", rows.join(","))).await.expect("big");
+    }
+    for t in ["big", "small"] {
+        c.query_drop(format!("ALTER TABLE h.{t} SET TIFLASH REPLICA 1")).await.expect("replica");
+        wait_available(&mut c, t).await;
+        c.query_drop(format!("ANALYZE TABLE h.{t}")).await.expect("analyze");
+    }
+
+    let lookup = "SELECT COUNT(*), SUM(b.v) FROM h.small s JOIN h.big b ON b.grp = s.id WHERE s.tag = 't7'";
+    let scan = "SELECT grp % 10 AS g, COUNT(*), SUM(v) FROM h.big GROUP BY g ORDER BY g";
+    for (sql, column) in [(lookup, false), (scan, true)] {
+        let plan: Vec<String> = c.query(format!("EXPLAIN {sql}")).await.expect("explain");
+        let choice = plan.last().expect("a plan");
+        assert!(choice.starts_with("Engine choice: estimated row engine"), "{plan:#?}");
+        assert_eq!(plan[0] == "ColumnEngine (DataFusion)", column, "{plan:#?}");
+        let before = replica_reads(&mut c).await;
+        let chosen = common::text_rows(c.query(sql).await.expect("query"));
+        assert_eq!(replica_reads(&mut c).await > before, column, "{sql} read the replica: {plan:#?}");
+        assert_eq!(chosen, rows_on(&mut c, "tiflash", sql).await, "{sql}");
+        assert_eq!(chosen, rows_on(&mut c, "tikv", sql).await, "{sql}");
+        c.query_drop("SET SESSION tidb_isolation_read_engines = 'tikv,tiflash,tidb'").await.expect("reset");
     }
 }

@@ -1,0 +1,329 @@
+//! The cost model behind the engine choice: with both engines allowed and a columnar replica
+//! to read, is the row engine's plan (index lookups, per-row subqueries) or the column
+//! engine's (every table it touches read whole, vectorized) cheaper?
+//!
+//! Costs are estimated microseconds on this kind of machine (release build; the constants
+//! below were fitted to TPC-H SF 1 runs, see BENCHMARKS.md). Row counts come from the
+//! tables' statistics (`ANALYZE TABLE`, `crate::stats`); without statistics for a table the
+//! model declines and the rule in `column::ReadEngines::try_column` decides alone.
+//!
+//! Row engine: a scan costs per row read (range or full), per index lookup (index entry then
+//! the row) or per point get; a correlated join's inner side and a correlated subquery cost
+//! once per row of their outer side; operators cost a little per row. Column engine: every
+//! table the query touches is read whole — from its replica, or from the row store when it
+//! has none — plus a fixed cost to plan and start DataFusion.
+
+use std::collections::HashSet;
+
+use strata_common::Value;
+
+use crate::catalog::{Catalog, TableInfo};
+use crate::expr::{BinOp, Expr};
+use crate::plan::{Access, KeyRange, Plan, Query, SubqueryPlan};
+use crate::stats::{Estimator, DEFAULT_SELECTIVITY};
+
+/// Per row read by a range or full scan of the row store.
+const ROW_SCAN: f64 = 0.5;
+/// Per seek into the row store (the start of a range).
+const ROW_SEEK: f64 = 3.0;
+/// Per row found through a secondary index (index entry, then the row by its handle).
+const ROW_LOOKUP: f64 = 4.0;
+/// Per point get.
+const ROW_POINT: f64 = 4.0;
+/// Per row through a row-engine operator (filter, projection, aggregation, join probe).
+const ROW_CPU: f64 = 0.15;
+/// Per row of a table read from its columnar replica.
+const COL_SCAN: f64 = 0.02;
+/// Per row through DataFusion's operators above the scans.
+const COL_CPU: f64 = 0.02;
+/// Planning and starting a DataFusion plan.
+const COL_FIXED: f64 = 2_000.0;
+/// The share of rows a range with bounds the model cannot evaluate keeps (TiDB's 1/3).
+const UNKNOWN_RANGE: f64 = 1.0 / 3.0;
+
+/// Estimated costs of one query on each engine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EngineCosts {
+    /// The row engine's plan.
+    pub row: f64,
+    /// The column engine.
+    pub column: f64,
+}
+
+/// Estimates `query` on both engines; None when a table it reads has no statistics.
+/// `replica(id)`: whether table `id` has an available columnar replica. `constant` evaluates
+/// row-independent expressions; `like` is the share of rows a LIKE keeps.
+pub fn estimate(
+    query: &Query,
+    catalog: &Catalog,
+    replica: &dyn Fn(i64) -> bool,
+    constant: &dyn Fn(&Expr) -> Option<Value>,
+    like: f64,
+) -> Option<EngineCosts> {
+    let model = Model { catalog, subqueries: &query.subqueries, constant, like };
+    let (_, row) = model.row(&query.plan)?;
+    // The column engine reads each table every scan names, once per scan (a lookup join or
+    // a correlated subquery becomes a join over the whole table).
+    let mut column = COL_FIXED;
+    let mut plans: Vec<&Plan> = vec![&query.plan];
+    plans.extend(query.subqueries.iter().map(|s| &s.plan));
+    for plan in plans {
+        let mut stack = vec![plan];
+        while let Some(p) = stack.pop() {
+            if let Plan::Scan { table, .. } = p {
+                let rows = model.table_rows(table)?;
+                column += rows * (if replica(table.id) { COL_SCAN + COL_CPU } else { ROW_SCAN + COL_CPU });
+            }
+            stack.extend(p.children());
+        }
+    }
+    Some(EngineCosts { row, column })
+}
+
+struct Model<'a> {
+    catalog: &'a Catalog,
+    subqueries: &'a [SubqueryPlan],
+    constant: &'a dyn Fn(&Expr) -> Option<Value>,
+    like: f64,
+}
+
+impl Model<'_> {
+    fn table_rows(&self, table: &TableInfo) -> Option<f64> {
+        Some(self.catalog.stats(table.id)?.row_count as f64)
+    }
+
+    /// (rows out, cost) of the row engine running `plan` once.
+    fn row(&self, plan: &Plan) -> Option<(f64, f64)> {
+        let (rows, cost, input_rows) = match plan {
+            Plan::Dual => (1.0, 0.0, 1.0),
+            Plan::Values(rows) => (rows.len() as f64, 0.0, rows.len() as f64),
+            Plan::WorkTable(_) => (100.0, 0.0, 100.0),
+            Plan::Scan { table, access, filter, limit, .. } => {
+                let stats = self.catalog.stats(table.id)?;
+                let est = Estimator { table, stats: &stats, constant: self.constant, like: self.like };
+                let n = est.rows();
+                let (mut read, per_row, seeks) = match access {
+                    Access::Full => (n, ROW_SCAN, 1.0),
+                    Access::Points(ts) => (ts.len() as f64, ROW_POINT, 0.0),
+                    Access::Prefixes(ts) => {
+                        let first = table.pk.as_ref().and_then(|pk| pk.first().copied());
+                        let per = first.map_or(1.0, |c| n / est.ndv(c));
+                        (ts.len() as f64 * per, ROW_SCAN, ts.len() as f64)
+                    }
+                    Access::PkRange(r) => {
+                        let cols = table.pk.clone().unwrap_or_default();
+                        (n * self.range_share(&est, &cols, r), ROW_SCAN, 1.0)
+                    }
+                    Access::Index(i, r) => {
+                        let cols = table.indexes.get(*i).map(|x| x.columns.clone()).unwrap_or_default();
+                        (n * self.range_share(&est, &cols, r), ROW_LOOKUP, 1.0)
+                    }
+                };
+                if let Some(l) = limit.as_ref().and_then(|l| (self.constant)(l)).and_then(|v| v.as_f64()) {
+                    read = read.min(l.max(0.0));
+                }
+                let out = read * filter.as_ref().map_or(1.0, |f| est.selectivity(f));
+                (out, read * per_row + seeks * ROW_SEEK, read)
+            }
+            Plan::Filter { input, .. } => {
+                let (r, c) = self.row(input)?;
+                (r * DEFAULT_SELECTIVITY, c + r * ROW_CPU, r)
+            }
+            Plan::Project { input, .. } | Plan::Truncate { input, .. } | Plan::Window { input, .. } => {
+                let (r, c) = self.row(input)?;
+                (r, c + r * ROW_CPU, r)
+            }
+            Plan::Join { left, right, correlated, .. } => {
+                let (lr, lc) = self.row(left)?;
+                let (rr, rc) = self.row(right)?;
+                if *correlated {
+                    (lr * rr, lc + lr * rc, lr * rr)
+                } else {
+                    (lr * rr, lc + rc + lr * rr * ROW_CPU, lr * rr)
+                }
+            }
+            Plan::HashJoin { left, right, .. } => {
+                let (lr, lc) = self.row(left)?;
+                let (rr, rc) = self.row(right)?;
+                (lr.max(rr), lc + rc + (lr + rr) * ROW_CPU * 2.0, lr.max(rr))
+            }
+            Plan::Aggregate { input, group, .. } => {
+                let (r, c) = self.row(input)?;
+                let out = if group.is_empty() { 1.0 } else { (r * 0.1).max(1.0) };
+                (out, c + r * ROW_CPU * 2.0, r)
+            }
+            Plan::Sort { input, .. } => {
+                let (r, c) = self.row(input)?;
+                (r, c + r * r.max(2.0).log2() * ROW_CPU * 0.2, r)
+            }
+            Plan::Limit { input, limit, .. } => {
+                let (r, c) = self.row(input)?;
+                let l = limit.as_ref().and_then(|l| (self.constant)(l)).and_then(|v| v.as_f64()).unwrap_or(r);
+                (r.min(l.max(0.0)), c, r)
+            }
+            Plan::Distinct { input } => {
+                let (r, c) = self.row(input)?;
+                (r, c + r * ROW_CPU, r)
+            }
+            Plan::Union { inputs, .. } => {
+                let mut out = (0.0, 0.0, 0.0);
+                for i in inputs {
+                    let (r, c) = self.row(i)?;
+                    out = (out.0 + r, out.1 + c, out.2 + r);
+                }
+                out
+            }
+            Plan::SetOp { left, right, .. } => {
+                let (lr, lc) = self.row(left)?;
+                let (rr, rc) = self.row(right)?;
+                (lr, lc + rc + (lr + rr) * ROW_CPU, lr)
+            }
+            Plan::Recursive { seed, step, .. } => {
+                let (sr, sc) = self.row(seed)?;
+                let (rr, rc) = self.row(step)?;
+                (sr + rr * 10.0, sc + rc * 10.0, sr)
+            }
+        };
+        // The subqueries this node's expressions run: a correlated one per input row, an
+        // uncorrelated one once (its result is kept).
+        let mut extra = 0.0;
+        let mut seen = HashSet::new();
+        for e in plan.own_exprs() {
+            for id in e.subquery_ids() {
+                if !seen.insert(id) {
+                    continue;
+                }
+                let sq = self.subqueries.get(id)?;
+                let (_, c) = self.row(&sq.plan)?;
+                extra += if sq.correlated { self.executions(plan, input_rows, &sq.plan) * c } else { c };
+            }
+        }
+        Some((rows, cost + extra))
+    }
+
+    /// How often a correlated subquery (`sub`) used by `node` runs for `input_rows` rows:
+    /// once per distinct value of the enclosing columns it reads (results are cached by
+    /// them, `exec::ApplyCache`), bounded by the rows of the part of the input those
+    /// columns come from.
+    fn executions(&self, node: &Plan, input_rows: f64, sub: &Plan) -> f64 {
+        let input = match node {
+            Plan::Filter { input, .. } | Plan::Project { input, .. } => &**input,
+            _ => return input_rows,
+        };
+        match crate::exec::apply_key_columns(sub, self.subqueries) {
+            Some(cols) => self.distinct_bound(input, &cols).unwrap_or(input_rows).min(input_rows),
+            None => input_rows,
+        }
+    }
+
+    /// An upper bound on the distinct values of columns `cols` of `plan`'s rows: the rows
+    /// of the smallest part of the plan they all come from.
+    fn distinct_bound(&self, plan: &Plan, cols: &[usize]) -> Option<f64> {
+        let here = || self.row(plan).map(|(r, _)| r);
+        if cols.is_empty() {
+            return Some(1.0);
+        }
+        match plan {
+            Plan::Join { left, right, .. } | Plan::HashJoin { left, right, .. } => {
+                let lw = width(left)?;
+                if cols.iter().all(|&c| c < lw) {
+                    self.distinct_bound(left, cols)
+                } else if cols.iter().all(|&c| c >= lw) {
+                    let shifted: Vec<usize> = cols.iter().map(|c| c - lw).collect();
+                    // A correlated inner side runs per outer row: its rows are per run.
+                    let (l, _) = self.row(left)?;
+                    let per_run = self.distinct_bound(right, &shifted)?;
+                    Some(if matches!(plan, Plan::Join { correlated: true, .. }) { per_run * l } else { per_run })
+                } else {
+                    here()
+                }
+            }
+            Plan::Project { input, exprs } => {
+                let mut inner = Vec::with_capacity(cols.len());
+                for &c in cols {
+                    match exprs.get(c) {
+                        Some(Expr::Column(k)) => inner.push(*k),
+                        _ => return here(),
+                    }
+                }
+                self.distinct_bound(input, &inner)
+            }
+            Plan::Filter { input, .. } | Plan::Sort { input, .. } | Plan::Limit { input, .. } => {
+                Some(self.distinct_bound(input, cols)?.min(here()?))
+            }
+            _ => here(),
+        }
+    }
+
+    /// The share of a table's rows a key range over `cols` reads: per equality on a
+    /// constant its selectivity, on a value from another row 1 / NDV; a range on the next
+    /// column as estimated, or a third when its bounds are not constants.
+    fn range_share(&self, est: &Estimator, cols: &[usize], r: &KeyRange) -> f64 {
+        let mut share = 1.0;
+        for (e, &c) in r.eq.iter().zip(cols) {
+            share *= if (self.constant)(e).is_some() {
+                est.selectivity(&Expr::Binary(BinOp::Eq, Box::new(Expr::Column(c)), Box::new(e.clone())))
+            } else {
+                1.0 / est.ndv(c)
+            };
+        }
+        if r.lower.is_some() || r.upper.is_some() {
+            let Some(&c) = cols.get(r.eq.len()) else { return share };
+            let bound = |b: &Option<(Expr, bool)>, inclusive_op: BinOp, op: BinOp| -> f64 {
+                match b {
+                    None => 1.0,
+                    Some((e, inclusive)) if (self.constant)(e).is_some() => est.selectivity(&Expr::Binary(
+                        if *inclusive { inclusive_op } else { op },
+                        Box::new(Expr::Column(c)),
+                        Box::new(e.clone()),
+                    )),
+                    Some(_) => UNKNOWN_RANGE.sqrt(),
+                }
+            };
+            let lower = bound(&r.lower, BinOp::GtEq, BinOp::Gt);
+            let upper = bound(&r.upper, BinOp::LtEq, BinOp::Lt);
+            // Both bounds from statistics: the rows between them are lower + upper - 1.
+            share *=
+                if r.lower.is_some() && r.upper.is_some() { (lower + upper - 1.0).max(0.0) } else { lower * upper };
+        }
+        share
+    }
+}
+
+/// The value of an expression that depends on no row, parameter or subquery (None when it
+/// does, or when it fails).
+pub fn constant(e: &Expr) -> Option<Value> {
+    let mut ok = e.is_row_constant() && !e.has_subquery();
+    e.walk(&mut |x| {
+        if matches!(x, Expr::Outer(..) | Expr::Param(_)) {
+            ok = false;
+        }
+    });
+    if !ok {
+        return None;
+    }
+    let empty = crate::expr::SubqueryValues::default();
+    e.eval(&[], &crate::expr::EvalCtx { params: &[], outer: &[], subqueries: &empty }).ok()
+}
+
+/// Columns in the rows `plan` produces (None for a recursive CTE's work table).
+fn width(plan: &Plan) -> Option<usize> {
+    Some(match plan {
+        Plan::Dual => 0,
+        Plan::Values(rows) => rows.first().map_or(0, Vec::len),
+        Plan::Scan { table, .. } => table.columns.len(),
+        Plan::Project { exprs, .. } => exprs.len(),
+        Plan::Filter { input, .. }
+        | Plan::Sort { input, .. }
+        | Plan::Limit { input, .. }
+        | Plan::Distinct { input } => width(input)?,
+        Plan::Join { left, right_width, .. } | Plan::HashJoin { left, right_width, .. } => width(left)? + right_width,
+        Plan::Aggregate { group, aggs, .. } => group.len() + aggs.len(),
+        Plan::Window { input, calls } => width(input)? + calls.len(),
+        Plan::Truncate { width, .. } => *width,
+        Plan::Union { inputs, .. } => width(inputs.first()?)?,
+        Plan::SetOp { left, .. } => width(left)?,
+        Plan::Recursive { seed, .. } => width(seed)?,
+        Plan::WorkTable(_) => return None,
+    })
+}
