@@ -45,7 +45,7 @@ use strata_sql::catalog::TableInfo;
 use strata_sql::column::{ColumnEngine, ReplicaState, ScanSource};
 use strata_sql::context::MemTracker;
 use strata_sql::expr::Row;
-use strata_sql::plan::Query;
+use strata_sql::plan::{OutputColumn, Plan, Query};
 use strata_sql::session::Engine;
 use strata_txn::{Isolation, Transaction, TxnOptions};
 
@@ -360,6 +360,27 @@ impl ColumnEngine for OlapEngine {
             }
         }
         Ok(Some(rows))
+    }
+
+    async fn scan_replica(&self, scan: &Plan, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>> {
+        let Plan::Scan { table, lock: false, limit: None, .. } = scan else { return Ok(None) };
+        if !self.replicas.state(table.id).is_some_and(|s| s.available) {
+            return Ok(None);
+        }
+        // The scan alone as a query whose result is the table's row: the translator reads
+        // the replica and applies the access range and filter above it.
+        let columns = table
+            .columns
+            .iter()
+            .map(|c| OutputColumn {
+                name: c.name.clone(),
+                ty: Some(c.ty.clone()),
+                not_null: !c.nullable,
+                ..Default::default()
+            })
+            .collect();
+        let query = Query { plan: scan.clone(), columns, subqueries: Arc::new(Vec::new()) };
+        self.run(&query, source).await
     }
 
     fn explain(&self, query: &Query, params: &[Value]) -> Option<Vec<String>> {

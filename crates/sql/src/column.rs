@@ -142,6 +142,15 @@ pub trait ColumnEngine: Send + Sync {
     /// the query with MySQL's semantics; the row engine must.
     async fn run(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>>;
 
+    /// The rows of `scan` (a `Plan::Scan` the row engine runs once per statement) read from
+    /// the table's columnar replica at the statement's snapshot, its access range and
+    /// filter applied vectorized; None when there is no available replica to read or the
+    /// scan cannot be translated (the row store then serves it).
+    async fn scan_replica(&self, scan: &Plan, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>> {
+        let _ = (scan, source);
+        Ok(None)
+    }
+
     /// EXPLAIN's lines for `query` when this engine would run it (its plan and what each
     /// table scan reads); None when the row engine would.
     fn explain(&self, query: &Query, params: &[Value]) -> Option<Vec<String>> {

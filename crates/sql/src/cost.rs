@@ -38,6 +38,8 @@ const COL_SCAN: f64 = 0.02;
 const COL_CPU: f64 = 0.02;
 /// Planning and starting a DataFusion plan.
 const COL_FIXED: f64 = 2_000.0;
+/// Starting the column engine for one scan the row engine reads from a replica.
+const REPLICA_SCAN_FIXED: f64 = 1_000.0;
 /// The share of rows a range with bounds the model cannot evaluate keeps (TiDB's 1/3).
 const UNKNOWN_RANGE: f64 = 1.0 / 3.0;
 
@@ -60,8 +62,8 @@ pub fn estimate(
     constant: &dyn Fn(&Expr) -> Option<Value>,
     like: f64,
 ) -> Option<EngineCosts> {
-    let model = Model { catalog, subqueries: &query.subqueries, constant, like };
-    let (_, row) = model.row(&query.plan)?;
+    let model = Model { catalog, subqueries: &query.subqueries, constant, like, replica };
+    let (_, row) = model.row(&query.plan, true)?;
     // The column engine reads each table every scan names, once per scan (a lookup join or
     // a correlated subquery becomes a join over the whole table).
     let mut column = COL_FIXED;
@@ -80,8 +82,58 @@ pub fn estimate(
     Some(EngineCosts { row, column })
 }
 
+/// Whether the row engine's scan `scan` (run once per statement; `read` of the table's
+/// `rows` rows) is cheaper read whole from the table's columnar replica, filtered
+/// vectorized, than from the row store: a full or primary-key range scan, not locking, no
+/// pushed-down LIMIT, of a table with an available replica.
+fn replica_scan_pays(scan: &Plan, rows: f64, read: f64, replica: &dyn Fn(i64) -> bool) -> bool {
+    let Plan::Scan { table, access: Access::Full | Access::PkRange(_), lock: false, limit: None, .. } = scan else {
+        return false;
+    };
+    replica(table.id) && read * ROW_SCAN > REPLICA_SCAN_FIXED + rows * (COL_SCAN + COL_CPU)
+}
+
+/// The scans of the row engine's plan for `query` that read a columnar replica instead of
+/// the row store (`exec::ExecCtx::replica_scans`), by the address of their plan node:
+/// those that run once per statement (not a lookup join's inner side, not in a subquery)
+/// and for which [`replica_scan_pays`], by the tables' statistics.
+pub fn replica_scans(
+    query: &Query,
+    catalog: &Catalog,
+    replica: &dyn Fn(i64) -> bool,
+    constant: &dyn Fn(&Expr) -> Option<Value>,
+    like: f64,
+) -> HashSet<usize> {
+    let model = Model { catalog, subqueries: &query.subqueries, constant, like, replica };
+    let mut out = HashSet::new();
+    let mut stack = vec![&query.plan];
+    while let Some(p) = stack.pop() {
+        match p {
+            Plan::Scan { .. } => {
+                let Some(e) = model.scan(p) else { continue };
+                if replica_scan_pays(p, e.rows, e.read, replica) {
+                    out.insert(p as *const Plan as usize);
+                }
+            }
+            Plan::Join { left, correlated: true, .. } => stack.push(left),
+            other => stack.extend(other.children()),
+        }
+    }
+    out
+}
+
+/// A scan's estimates: the table's rows, rows read, rows kept, cost per row read, seeks.
+struct ScanEstimate {
+    rows: f64,
+    read: f64,
+    out: f64,
+    per_row: f64,
+    seeks: f64,
+}
+
 struct Model<'a> {
     catalog: &'a Catalog,
+    replica: &'a dyn Fn(i64) -> bool,
     subqueries: &'a [SubqueryPlan],
     constant: &'a dyn Fn(&Expr) -> Option<Value>,
     like: f64,
@@ -93,49 +145,30 @@ impl Model<'_> {
     }
 
     /// (rows out, cost) of the row engine running `plan` once.
-    fn row(&self, plan: &Plan) -> Option<(f64, f64)> {
+    fn row(&self, plan: &Plan, once: bool) -> Option<(f64, f64)> {
         let (rows, cost, input_rows) = match plan {
             Plan::Dual => (1.0, 0.0, 1.0),
             Plan::Values(rows) => (rows.len() as f64, 0.0, rows.len() as f64),
             Plan::WorkTable(_) => (100.0, 0.0, 100.0),
-            Plan::Scan { table, access, filter, limit, .. } => {
-                let stats = self.catalog.stats(table.id)?;
-                let est = Estimator { table, stats: &stats, constant: self.constant, like: self.like };
-                let n = est.rows();
-                let (mut read, per_row, seeks) = match access {
-                    Access::Full => (n, ROW_SCAN, 1.0),
-                    Access::Points(ts) => (ts.len() as f64, ROW_POINT, 0.0),
-                    Access::Prefixes(ts) => {
-                        let first = table.pk.as_ref().and_then(|pk| pk.first().copied());
-                        let per = first.map_or(1.0, |c| n / est.ndv(c));
-                        (ts.len() as f64 * per, ROW_SCAN, ts.len() as f64)
-                    }
-                    Access::PkRange(r) => {
-                        let cols = table.pk.clone().unwrap_or_default();
-                        (n * self.range_share(&est, &cols, r), ROW_SCAN, 1.0)
-                    }
-                    Access::Index(i, r) => {
-                        let cols = table.indexes.get(*i).map(|x| x.columns.clone()).unwrap_or_default();
-                        (n * self.range_share(&est, &cols, r), ROW_LOOKUP, 1.0)
-                    }
-                };
-                if let Some(l) = limit.as_ref().and_then(|l| (self.constant)(l)).and_then(|v| v.as_f64()) {
-                    read = read.min(l.max(0.0));
+            Plan::Scan { .. } => {
+                let e = self.scan(plan)?;
+                if once && replica_scan_pays(plan, e.rows, e.read, self.replica) {
+                    (e.out, REPLICA_SCAN_FIXED + e.rows * (COL_SCAN + COL_CPU) + e.out * ROW_CPU, e.read)
+                } else {
+                    (e.out, e.read * e.per_row + e.seeks * ROW_SEEK, e.read)
                 }
-                let out = read * filter.as_ref().map_or(1.0, |f| est.selectivity(f));
-                (out, read * per_row + seeks * ROW_SEEK, read)
             }
             Plan::Filter { input, .. } => {
-                let (r, c) = self.row(input)?;
+                let (r, c) = self.row(input, once)?;
                 (r * DEFAULT_SELECTIVITY, c + r * ROW_CPU, r)
             }
             Plan::Project { input, .. } | Plan::Truncate { input, .. } | Plan::Window { input, .. } => {
-                let (r, c) = self.row(input)?;
+                let (r, c) = self.row(input, once)?;
                 (r, c + r * ROW_CPU, r)
             }
             Plan::Join { left, right, correlated, .. } => {
-                let (lr, lc) = self.row(left)?;
-                let (rr, rc) = self.row(right)?;
+                let (lr, lc) = self.row(left, once)?;
+                let (rr, rc) = self.row(right, once && !*correlated)?;
                 if *correlated {
                     (lr * rr, lc + lr * rc, lr * rr)
                 } else {
@@ -143,44 +176,44 @@ impl Model<'_> {
                 }
             }
             Plan::HashJoin { left, right, .. } => {
-                let (lr, lc) = self.row(left)?;
-                let (rr, rc) = self.row(right)?;
+                let (lr, lc) = self.row(left, once)?;
+                let (rr, rc) = self.row(right, once)?;
                 (lr.max(rr), lc + rc + (lr + rr) * ROW_CPU * 2.0, lr.max(rr))
             }
             Plan::Aggregate { input, group, .. } => {
-                let (r, c) = self.row(input)?;
+                let (r, c) = self.row(input, once)?;
                 let out = if group.is_empty() { 1.0 } else { (r * 0.1).max(1.0) };
                 (out, c + r * ROW_CPU * 2.0, r)
             }
             Plan::Sort { input, .. } => {
-                let (r, c) = self.row(input)?;
+                let (r, c) = self.row(input, once)?;
                 (r, c + r * r.max(2.0).log2() * ROW_CPU * 0.2, r)
             }
             Plan::Limit { input, limit, .. } => {
-                let (r, c) = self.row(input)?;
+                let (r, c) = self.row(input, once)?;
                 let l = limit.as_ref().and_then(|l| (self.constant)(l)).and_then(|v| v.as_f64()).unwrap_or(r);
                 (r.min(l.max(0.0)), c, r)
             }
             Plan::Distinct { input } => {
-                let (r, c) = self.row(input)?;
+                let (r, c) = self.row(input, once)?;
                 (r, c + r * ROW_CPU, r)
             }
             Plan::Union { inputs, .. } => {
                 let mut out = (0.0, 0.0, 0.0);
                 for i in inputs {
-                    let (r, c) = self.row(i)?;
+                    let (r, c) = self.row(i, once)?;
                     out = (out.0 + r, out.1 + c, out.2 + r);
                 }
                 out
             }
             Plan::SetOp { left, right, .. } => {
-                let (lr, lc) = self.row(left)?;
-                let (rr, rc) = self.row(right)?;
+                let (lr, lc) = self.row(left, once)?;
+                let (rr, rc) = self.row(right, once)?;
                 (lr, lc + rc + (lr + rr) * ROW_CPU, lr)
             }
             Plan::Recursive { seed, step, .. } => {
-                let (sr, sc) = self.row(seed)?;
-                let (rr, rc) = self.row(step)?;
+                let (sr, sc) = self.row(seed, once)?;
+                let (rr, rc) = self.row(step, once)?;
                 (sr + rr * 10.0, sc + rc * 10.0, sr)
             }
         };
@@ -194,11 +227,41 @@ impl Model<'_> {
                     continue;
                 }
                 let sq = self.subqueries.get(id)?;
-                let (_, c) = self.row(&sq.plan)?;
+                let (_, c) = self.row(&sq.plan, false)?;
                 extra += if sq.correlated { self.executions(plan, input_rows, &sq.plan) * c } else { c };
             }
         }
         Some((rows, cost + extra))
+    }
+
+    /// What a `Plan::Scan` reads from the row store and keeps.
+    fn scan(&self, scan: &Plan) -> Option<ScanEstimate> {
+        let Plan::Scan { table, access, filter, limit, .. } = scan else { return None };
+        let stats = self.catalog.stats(table.id)?;
+        let est = Estimator { table, stats: &stats, constant: self.constant, like: self.like };
+        let n = est.rows();
+        let (mut read, per_row, seeks) = match access {
+            Access::Full => (n, ROW_SCAN, 1.0),
+            Access::Points(ts) => (ts.len() as f64, ROW_POINT, 0.0),
+            Access::Prefixes(ts) => {
+                let first = table.pk.as_ref().and_then(|pk| pk.first().copied());
+                let per = first.map_or(1.0, |c| n / est.ndv(c));
+                (ts.len() as f64 * per, ROW_SCAN, ts.len() as f64)
+            }
+            Access::PkRange(r) => {
+                let cols = table.pk.clone().unwrap_or_default();
+                (n * self.range_share(&est, &cols, r), ROW_SCAN, 1.0)
+            }
+            Access::Index(i, r) => {
+                let cols = table.indexes.get(*i).map(|x| x.columns.clone()).unwrap_or_default();
+                (n * self.range_share(&est, &cols, r), ROW_LOOKUP, 1.0)
+            }
+        };
+        if let Some(l) = limit.as_ref().and_then(|l| (self.constant)(l)).and_then(|v| v.as_f64()) {
+            read = read.min(l.max(0.0));
+        }
+        let out = read * filter.as_ref().map_or(1.0, |f| est.selectivity(f));
+        Some(ScanEstimate { rows: n, read, out, per_row, seeks })
     }
 
     /// How often a correlated subquery (`sub`) used by `node` runs for `input_rows` rows:
@@ -219,7 +282,7 @@ impl Model<'_> {
     /// An upper bound on the distinct values of columns `cols` of `plan`'s rows: the rows
     /// of the smallest part of the plan they all come from.
     fn distinct_bound(&self, plan: &Plan, cols: &[usize]) -> Option<f64> {
-        let here = || self.row(plan).map(|(r, _)| r);
+        let here = || self.row(plan, false).map(|(r, _)| r);
         if cols.is_empty() {
             return Some(1.0);
         }
@@ -231,7 +294,7 @@ impl Model<'_> {
                 } else if cols.iter().all(|&c| c >= lw) {
                     let shifted: Vec<usize> = cols.iter().map(|c| c - lw).collect();
                     // A correlated inner side runs per outer row: its rows are per run.
-                    let (l, _) = self.row(left)?;
+                    let (l, _) = self.row(left, false)?;
                     let per_run = self.distinct_bound(right, &shifted)?;
                     Some(if matches!(plan, Plan::Join { correlated: true, .. }) { per_run * l } else { per_run })
                 } else {

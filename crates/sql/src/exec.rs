@@ -52,6 +52,9 @@ pub struct ExecCtx<'a> {
     apply: ApplyCache,
     /// The rows of the round before, per recursive CTE being run.
     work_tables: HashMap<usize, Arc<Vec<Row>>>,
+    /// Scans (by the address of their plan node) that read the table's columnar replica
+    /// through this engine instead of the row store (see `cost::replica_scans`).
+    pub replica_scans: Option<(Arc<dyn crate::column::ColumnEngine>, HashSet<usize>)>,
 }
 
 /// A row read from a table with its key.
@@ -76,6 +79,7 @@ impl<'a> ExecCtx<'a> {
             cache_charge: Charge::new(),
             apply: ApplyCache::default(),
             work_tables: HashMap::new(),
+            replica_scans: None,
         }
     }
 

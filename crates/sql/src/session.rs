@@ -2014,6 +2014,20 @@ impl Session {
             lines.push(format!("Subquery {} ({})", i, if s.correlated { "correlated" } else { "uncorrelated" }));
             s.plan.explain(1, &mut lines);
         }
+        if let Some((_, scans)) = replica_scans_for(&self.engine, &info, &query) {
+            let mut names: Vec<String> = query
+                .plan
+                .scans()
+                .into_iter()
+                .filter(|p| scans.contains(&(*p as *const crate::plan::Plan as usize)))
+                .filter_map(|p| match p {
+                    crate::plan::Plan::Scan { table, .. } => Some(table.name.clone()),
+                    _ => None,
+                })
+                .collect();
+            names.dedup();
+            lines.push(format!("Scans reading columnar replicas: {}", names.join(", ")));
+        }
         lines.extend(costs);
         Ok(QueryResult::text_rows(&["plan"], lines.into_iter().map(|l| vec![Value::str(l)]).collect()))
     }
@@ -2447,6 +2461,7 @@ pub async fn exec_statement(
                 }
                 context::count_reads(context::Read::ColumnarFallback, 1);
             }
+            ctx.replica_scans = replica_scans_for(engine, info, &query);
             let rows = execute(&query.plan, &mut ctx).await?.into_vec();
             Ok(QueryResult::Rows { columns, rows })
         }
@@ -2465,6 +2480,35 @@ fn column_engine_for<'e>(
     query: &crate::plan::Query,
 ) -> Option<&'e Arc<dyn crate::column::ColumnEngine>> {
     choose_engine(engine, info, query).0
+}
+
+/// The row engine's scans of `query` that read columnar replicas (see
+/// `cost::replica_scans`), when the session allows reading them (`tiflash` among
+/// `tidb_isolation_read_engines`).
+fn replica_scans_for(
+    engine: &Engine,
+    info: &SessionInfo,
+    query: &crate::plan::Query,
+) -> Option<(Arc<dyn crate::column::ColumnEngine>, std::collections::HashSet<usize>)> {
+    let column = engine.column_engine.get()?;
+    let engines = info
+        .vars
+        .get("tidb_isolation_read_engines")
+        .and_then(|v| crate::column::ReadEngines::parse(&value_text(v)).ok())?;
+    if !engines.column {
+        return None;
+    }
+    let replica = |id: i64| column.replica(id).is_some_and(|r| r.available);
+    let scans = crate::cost::replica_scans(query, &engine.catalog, &replica, &crate::cost::constant, like_share(info));
+    (!scans.is_empty()).then(|| (column.clone(), scans))
+}
+
+/// `tidb_default_string_match_selectivity`: the share of rows the cost model lets a LIKE keep.
+fn like_share(info: &SessionInfo) -> f64 {
+    info.vars
+        .get("tidb_default_string_match_selectivity")
+        .and_then(|v| v.as_f64())
+        .unwrap_or(crate::stats::DEFAULT_LIKE_SELECTIVITY)
 }
 
 /// [`column_engine_for`], with the cost model's estimates when it was asked (both engines
@@ -2489,13 +2533,8 @@ fn choose_engine<'e>(
     if !engines.row {
         return (Some(column), None);
     }
-    let like = info
-        .vars
-        .get("tidb_default_string_match_selectivity")
-        .and_then(|v| v.as_f64())
-        .unwrap_or(crate::stats::DEFAULT_LIKE_SELECTIVITY);
     let replica = |id: i64| column.replica(id).is_some_and(|r| r.available);
-    let costs = crate::cost::estimate(query, &engine.catalog, &replica, &crate::cost::constant, like);
+    let costs = crate::cost::estimate(query, &engine.catalog, &replica, &crate::cost::constant, like_share(info));
     match costs {
         Some(c) if c.row < c.column => (None, costs),
         _ => (Some(column), costs),

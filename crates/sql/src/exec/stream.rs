@@ -33,6 +33,17 @@ const OUTPUT_BATCH: usize = 4096;
 pub enum Stream<'p> {
     /// A table scan.
     Scan(ScanStream<'p>),
+    /// A table scan that may read the table's columnar replica (decided at the first pull).
+    MaybeReplica {
+        /// The scan's plan node.
+        plan: &'p Plan,
+        /// The row store's scan, when the replica does not serve it.
+        scan: ScanStream<'p>,
+        /// The replica's rows, once read; None: not tried yet or the row store serves.
+        rows: Option<std::vec::IntoIter<Row>>,
+        /// Asked already.
+        tried: bool,
+    },
     /// Keeps the rows satisfying `pred`.
     Filter {
         /// Input.
@@ -122,7 +133,12 @@ impl<'p> Stream<'p> {
     pub fn open(plan: &'p Plan) -> Stream<'p> {
         match plan {
             Plan::Scan { table, access, filter, lock, limit } => {
-                Stream::Scan(ScanStream::new(table, access, filter.as_ref(), *lock, limit.as_ref()))
+                let scan = ScanStream::new(table, access, filter.as_ref(), *lock, limit.as_ref());
+                if *lock || limit.is_some() {
+                    Stream::Scan(scan)
+                } else {
+                    Stream::MaybeReplica { plan, scan, rows: None, tried: false }
+                }
             }
             Plan::Filter { input, pred } => {
                 Stream::Filter { input: Box::new(Stream::open(input)), pred, ids: pred.subquery_ids() }
@@ -181,6 +197,34 @@ impl<'p> Stream<'p> {
         Box::pin(async move {
             crate::depth::ensure_stack()?;
             match self {
+                Stream::MaybeReplica { plan, scan, rows, tried } => {
+                    if !*tried {
+                        *tried = true;
+                        let routed = ctx.replica_scans.as_ref().and_then(|(engine, scans)| {
+                            scans.contains(&(*plan as *const Plan as usize)).then(|| engine.clone())
+                        });
+                        // Only where the scan runs once: no enclosing row (a lookup join's
+                        // inner side or a subquery runs per row).
+                        if let Some(engine) = routed.filter(|_| ctx.outer.is_empty()) {
+                            let mut source = crate::column::ScanSource::new(ctx);
+                            *rows = engine.scan_replica(plan, &mut source).await?.map(Vec::into_iter);
+                        }
+                    }
+                    match rows {
+                        Some(it) => {
+                            let mut out = Rows::new();
+                            for r in it.by_ref().take(OUTPUT_BATCH) {
+                                out.push(r)?;
+                            }
+                            checkpoint().await?;
+                            Ok((!out.rows.is_empty()).then_some(out))
+                        }
+                        None => Ok(scan
+                            .next(ctx)
+                            .await?
+                            .map(|b| Rows { rows: b.rows.into_iter().map(|r| r.row).collect(), charge: b.charge })),
+                    }
+                }
                 Stream::Scan(s) => Ok(s
                     .next(ctx)
                     .await?
