@@ -2915,3 +2915,47 @@ impl Binder<'_> {
         Ok((access, and_all(local), and_all(with_sub)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eq(c: usize, v: i64) -> Expr {
+        Expr::Binary(BinOp::Eq, Box::new(Expr::Column(c)), Box::new(Expr::Literal(Value::Int(v))))
+    }
+
+    fn or(a: Expr, b: Expr) -> Expr {
+        Expr::Binary(BinOp::Or, Box::new(a), Box::new(b))
+    }
+
+    fn and(a: Expr, b: Expr) -> Expr {
+        Expr::Binary(BinOp::And, Box::new(a), Box::new(b))
+    }
+
+    #[test]
+    fn an_or_implies_the_or_of_each_columns_restrictions() {
+        // (c0 = 1 AND c1 = 2) OR (c0 = 2 AND c1 = 1): both columns are restricted in every
+        // branch; the OR itself stays.
+        let e = or(and(eq(0, 1), eq(1, 2)), and(eq(0, 2), eq(1, 1)));
+        let mut parts = Vec::new();
+        conjuncts(e.clone(), &mut parts);
+        assert_eq!(parts, vec![or(eq(0, 1), eq(0, 2)), or(eq(1, 2), eq(1, 1)), e]);
+
+        // A column one branch leaves free implies nothing; an OR over one column is itself.
+        let e = or(and(eq(0, 1), eq(1, 2)), eq(0, 3));
+        let mut parts = Vec::new();
+        conjuncts(e.clone(), &mut parts);
+        assert_eq!(parts, vec![or(eq(0, 1), eq(0, 3)), e]);
+        let e = or(eq(0, 1), eq(0, 2));
+        let mut parts = Vec::new();
+        conjuncts(e.clone(), &mut parts);
+        assert_eq!(parts, vec![e]);
+
+        // A restriction reading two columns, or a subquery, is not a single column's.
+        let two = Expr::Binary(BinOp::Lt, Box::new(Expr::Column(0)), Box::new(Expr::Column(1)));
+        let e = or(and(two.clone(), eq(1, 1)), and(two.clone(), eq(2, 1)));
+        let mut parts = Vec::new();
+        conjuncts(e, &mut parts);
+        assert_eq!(parts, vec![two, or(eq(1, 1), eq(2, 1))]);
+    }
+}
