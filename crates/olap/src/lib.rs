@@ -21,6 +21,7 @@ mod convert;
 mod persist;
 mod provider;
 pub mod replica;
+mod semi_join;
 mod translate;
 
 use std::collections::{BTreeSet, HashMap};
@@ -300,8 +301,12 @@ impl OlapEngine {
         let node = t.query()?;
         let tables = std::mem::take(&mut t.tables);
         let config = SessionConfig::new().with_target_partitions(partitions()).with_batch_size(8192);
-        let state =
-            SessionStateBuilder::new().with_config(config).with_runtime_env(runtime).with_default_features().build();
+        let state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .with_default_features()
+            .with_optimizer_rule(Arc::new(semi_join::PushSemiJoinDown))
+            .build();
         let optimized = state.optimize(&node.plan).map_err(|e| Skip(format!("optimizing failed: {e}")))?;
         Ok((optimized, tables, state))
     }
