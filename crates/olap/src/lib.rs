@@ -71,6 +71,8 @@ pub(crate) fn ensure_stack() -> std::result::Result<(), Skip> {
 #[derive(Default)]
 pub struct OlapEngine {
     replicas: Arc<ReplicaStore>,
+    /// The SQL engine (its catalog's statistics guide the plans).
+    sql: std::sync::Weak<Engine>,
     /// Wakes the background task (a schema change to reconcile).
     wake: Arc<tokio::sync::Notify>,
 }
@@ -102,7 +104,7 @@ impl OlapEngine {
     /// made available, and is tried again every `RETRY`.
     pub fn start(sql: &Arc<Engine>, dir: Option<std::path::PathBuf>, memory_limit: usize) -> Result<Arc<OlapEngine>> {
         let replicas = Arc::new(ReplicaStore::with_dir(dir, memory_limit));
-        let olap = Arc::new(OlapEngine { replicas, wake: Default::default() });
+        let olap = Arc::new(OlapEngine { replicas, sql: Arc::downgrade(sql), wake: Default::default() });
         sql.client.subscribe(olap.replicas.clone())?;
         // The replicas the catalog wants now, registered before GC can run.
         let seen = sql.catalog.version();
@@ -280,6 +282,17 @@ async fn compact_all(sql: &Engine, replicas: &Arc<ReplicaStore>) -> Result<()> {
     Ok(())
 }
 
+/// DataFusion's logical optimizer rules as Strata runs them: without
+/// `eliminate_cross_join`, which flattens every tree of inner joins and rebuilds it from the
+/// leftmost input — the translator has already ordered the joins by statistics and put the
+/// smaller input of each on the build side (left); then ours ([`semi_join`]).
+fn optimizer_rules() -> Vec<Arc<dyn datafusion::optimizer::OptimizerRule + Send + Sync>> {
+    let mut rules = datafusion::optimizer::Optimizer::new().rules;
+    rules.retain(|r| r.name() != "eliminate_cross_join");
+    rules.push(Arc::new(semi_join::PushSemiJoinDown));
+    rules
+}
+
 /// Partitions DataFusion plans for: one per core on this kind of box.
 fn partitions() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(1, 8)
@@ -298,6 +311,10 @@ impl OlapEngine {
         let replicas = self.replicas.clone();
         let available = move |id: i64| replicas.state(id).is_some_and(|s| s.available);
         let mut t = translate::Translator::new(query, params, &available);
+        let sql = self.sql.upgrade();
+        let estimate =
+            |p: &Plan| sql.as_ref().and_then(|e| strata_sql::cost::estimated_rows(p, &query.subqueries, &e.catalog));
+        t.estimate = Some(&estimate);
         let node = t.query()?;
         let tables = std::mem::take(&mut t.tables);
         let config = SessionConfig::new().with_target_partitions(partitions()).with_batch_size(8192);
@@ -305,7 +322,7 @@ impl OlapEngine {
             .with_config(config)
             .with_runtime_env(runtime)
             .with_default_features()
-            .with_optimizer_rule(Arc::new(semi_join::PushSemiJoinDown))
+            .with_optimizer_rules(optimizer_rules())
             .build();
         let optimized = state.optimize(&node.plan).map_err(|e| Skip(format!("optimizing failed: {e}")))?;
         Ok((optimized, tables, state))

@@ -390,3 +390,17 @@ fn width(plan: &Plan) -> Option<usize> {
         Plan::WorkTable(_) => return None,
     })
 }
+
+/// Estimated rows `plan` produces per run, by the tables' statistics (None without them):
+/// what the column engine weighs to choose a hash join's build side.
+pub fn estimated_rows(plan: &Plan, subqueries: &[SubqueryPlan], catalog: &Catalog) -> Option<f64> {
+    let no_replica = |_: i64| false;
+    let model = Model {
+        catalog,
+        replica: &no_replica,
+        subqueries,
+        constant: &constant,
+        like: crate::stats::DEFAULT_LIKE_SELECTIVITY,
+    };
+    model.row(plan, false).map(|(rows, _)| rows)
+}

@@ -634,6 +634,48 @@ impl Estimator<'_> {
         Some((n / rows).clamp(0.0, 1.0))
     }
 
+    /// The share of rows `column LIKE pattern` keeps, judged on the values the statistics
+    /// hold: the top-N values with their counts, and the histogram's bucket bounds as a
+    /// sample of the rest (TPC-H Q9's `p_name LIKE '%green%'` keeps ~5%, not the 80% a
+    /// fixed guess gives). At least half a sampled value's share when none matches. None
+    /// when the pattern is not a constant string or the column has no such statistics.
+    fn like_share(&self, c: usize, pattern: &Expr, escape: char) -> Option<f64> {
+        let Value::Bytes(p) = (self.constant)(pattern)? else { return None };
+        let escape = u8::try_from(u32::from(escape)).ok()?;
+        let col = self.column(c)?;
+        let matches = |key: &[u8]| -> Option<bool> {
+            let mut k = key;
+            match strata_codec::memcmp::decode_value(&mut k).ok()? {
+                Value::Bytes(b) => Some(crate::expr::like_match(&b, &p, escape)),
+                _ => None,
+            }
+        };
+        let mut kept = 0.0;
+        let mut sampled = 0.0;
+        for t in &col.top_n {
+            sampled += t.count as f64;
+            if matches(&t.value)? {
+                kept += t.count as f64;
+            }
+        }
+        let bucket_rows = col.buckets.last().map_or(0, |b| b.count) as f64;
+        let bounds = col.buckets.len() * 2;
+        if bounds > 0 {
+            let mut hits = 0usize;
+            for b in &col.buckets {
+                hits += usize::from(matches(&b.lower)?) + usize::from(matches(&b.upper)?);
+            }
+            kept += bucket_rows * hits as f64 / bounds as f64;
+            sampled += bucket_rows;
+        }
+        if sampled <= 0.0 {
+            return None;
+        }
+        let rows = self.rows().max(1.0);
+        let floor = sampled / rows * 0.5 / (col.top_n.len() + bounds).max(1) as f64;
+        Some((kept / rows).max(floor).min(1.0))
+    }
+
     /// The share of rows `e` keeps.
     pub fn selectivity(&self, e: &Expr) -> f64 {
         self.try_selectivity(e).unwrap_or(DEFAULT_SELECTIVITY).clamp(0.0, 1.0)
@@ -688,7 +730,10 @@ impl Estimator<'_> {
                 let s = self.column(column(x)?)?.nulls as f64 / rows;
                 Some(if *negated { 1.0 - s } else { s })
             }
-            Expr::Like(_, _, _, negated) => Some(if *negated { 1.0 - self.like } else { self.like }),
+            Expr::Like(x, pattern, escape, negated) => {
+                let s = column(x).and_then(|c| self.like_share(c, pattern, *escape)).unwrap_or(self.like);
+                Some(if *negated { 1.0 - s } else { s })
+            }
             _ => None,
         }
     }
