@@ -98,6 +98,9 @@ impl TypeEnv for Env<'_> {
 /// The final expression of an aggregate call, given a lookup of its partial results by name.
 type Final = Box<dyn FnOnce(&dyn Fn(&str) -> DfExpr) -> DfExpr>;
 
+/// Estimated rows of a row plan, from statistics (None without them).
+pub type RowEstimate<'a> = dyn Fn(&Plan) -> Option<f64> + Send + Sync + 'a;
+
 /// Translates one query.
 pub struct Translator<'q> {
     query: &'q Query,
@@ -107,7 +110,7 @@ pub struct Translator<'q> {
     /// Whether a table (by id) has a columnar replica that can be read.
     available: &'q (dyn Fn(i64) -> bool + Send + Sync),
     /// Estimated rows of a row plan (from statistics), to pick hash joins' build sides.
-    pub estimate: Option<&'q (dyn Fn(&Plan) -> Option<f64> + Send + Sync)>,
+    pub estimate: Option<&'q RowEstimate<'q>>,
     names: usize,
     /// The rows correlated subqueries being translated refer to, innermost last.
     outer: Vec<Input>,
