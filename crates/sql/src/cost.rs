@@ -96,7 +96,7 @@ fn replica_scan_pays(scan: &Plan, rows: f64, read: f64, replica: &dyn Fn(i64) ->
 /// The scans of the row engine's plan for `query` that read a columnar replica instead of
 /// the row store (`exec::ExecCtx::replica_scans`), by the address of their plan node:
 /// those that run once per statement (not a lookup join's inner side, not in a subquery)
-/// and for which [`replica_scan_pays`], by the tables' statistics.
+/// and for which `replica_scan_pays` holds, by the tables' statistics.
 pub fn replica_scans(
     query: &Query,
     catalog: &Catalog,
