@@ -997,6 +997,24 @@ impl Session {
         if let Some(r) = self.special(sql).await {
             return vec![r];
         }
+        // Several statements in one text (CLIENT_MULTI_STATEMENTS, as go-tpc sends `SET ..;
+        // ANALYZE TABLE t`): each runs as if sent alone, so statements the SQL parser does
+        // not know (ANALYZE, replica settings, grants, LOAD DATA) work there too.
+        if allow_multi {
+            let pieces = split_statements(sql);
+            if pieces.len() > 1 {
+                let mut out = Vec::with_capacity(pieces.len());
+                for piece in pieces {
+                    let r = Box::pin(self.execute_text_inner(piece, false, client_files)).await;
+                    let failed = r.iter().any(|r| r.is_err());
+                    out.extend(r);
+                    if failed {
+                        break;
+                    }
+                }
+                return out;
+            }
+        }
         let stmts = match parse(sql, &self.dialect()) {
             Ok(s) => s,
             Err(e) => return vec![Err(e)],
@@ -2541,6 +2559,62 @@ fn choose_engine<'e>(
     }
 }
 
+/// The statements of a multi-statement text, split at the semicolons outside quotes,
+/// backquotes and comments (empty pieces dropped; comments stay with their statement).
+fn split_statements(sql: &str) -> Vec<&str> {
+    let b = sql.as_bytes();
+    let mut out = Vec::new();
+    let (mut start, mut i) = (0, 0);
+    while i < b.len() {
+        match b[i] {
+            q @ (b'\'' | b'"' | b'`') => {
+                i += 1;
+                while i < b.len() {
+                    if b[i] == b'\\' && q != b'`' {
+                        i += 2;
+                        continue;
+                    }
+                    if b[i] == q {
+                        // A doubled quote is one quote character.
+                        if b.get(i + 1) == Some(&q) {
+                            i += 2;
+                            continue;
+                        }
+                        break;
+                    }
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'#' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'-' if b.get(i + 1) == Some(&b'-') && b.get(i + 2).is_none_or(|c| c.is_ascii_whitespace()) => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i < b.len() && !(b[i] == b'*' && b.get(i + 1) == Some(&b'/')) {
+                    i += 1;
+                }
+                i += 2;
+            }
+            b';' => {
+                out.push(&sql[start..i]);
+                i += 1;
+                start = i;
+            }
+            _ => i += 1,
+        }
+    }
+    out.push(&sql[start.min(sql.len())..]);
+    out.into_iter().filter(|p| !p.trim().is_empty()).collect()
+}
+
 /// Names of the CTEs a statement defines (lower case): relations by these names are not
 /// tables.
 fn cte_names(stmt: &ast::Statement) -> Vec<String> {
@@ -2629,5 +2703,29 @@ mod comment_tests {
         assert_eq!(u("/*!40101 SET NAMES utf8mb4 */").trim(), "SET NAMES utf8mb4");
         assert_eq!(u("SELECT '/*!1 x */'"), "SELECT '/*!1 x */'");
         assert_eq!(u("SELECT 1 /* plain */"), "SELECT 1 /* plain */");
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::split_statements;
+
+    #[test]
+    fn statements_split_at_semicolons_outside_quotes_and_comments() {
+        assert_eq!(
+            split_statements("SET @@session.x=4; ANALYZE TABLE lineitem"),
+            vec!["SET @@session.x=4", " ANALYZE TABLE lineitem"]
+        );
+        assert_eq!(
+            split_statements("SELECT 'a;b', \"c;\", `d;e` FROM t; SELECT 'it''s;' ;"),
+            vec!["SELECT 'a;b', \"c;\", `d;e` FROM t", " SELECT 'it''s;' "]
+        );
+        assert_eq!(
+            split_statements("SELECT 1 -- a; comment\n; SELECT /* ; */ 2 # x;y\n"),
+            vec!["SELECT 1 -- a; comment\n", " SELECT /* ; */ 2 # x;y\n"]
+        );
+        assert_eq!(split_statements("SELECT 'a\\';b'; SELECT 3"), vec!["SELECT 'a\\';b'", " SELECT 3"]);
+        assert_eq!(split_statements("SELECT 1;;  ; "), vec!["SELECT 1"]);
+        assert_eq!(split_statements("SELECT 1--2;SELECT 2"), vec!["SELECT 1--2", "SELECT 2"]);
     }
 }

@@ -148,6 +148,20 @@ async fn analyze_gathers_statistics_that_persist_and_order_joins() {
     assert_eq!(stats_meta(&mut c, "big").await, Some((0, 5_000)));
     assert_eq!(plan(&mut c).await, after);
 
+    // As go-tpc sends it: TiDB's session settings and ANALYZE in one multi-statement text;
+    // the ANALYZE there runs too (a row per table).
+    let mut results = c
+        .query_iter("SET @@session.tidb_build_stats_concurrency=4; SET @@session.tidb_distsql_scan_concurrency=15; ANALYZE TABLE s.small")
+        .await
+        .expect("multi-statement analyze");
+    let mut sets = Vec::new();
+    while !results.is_empty() {
+        let rows: Vec<Row> = results.collect().await.expect("result set");
+        sets.push(rows.len());
+    }
+    drop(results);
+    assert_eq!(sets, vec![0, 0, 1], "two SETs, then ANALYZE's row");
+
     // Errors: no table named, no privileges.
     let e = c.query_drop("ANALYZE TABLE").await.expect_err("no table");
     assert_eq!(server_code(&e), Some(1064));
