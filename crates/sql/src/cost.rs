@@ -109,7 +109,10 @@ pub fn replica_scans(
     let mut stack = vec![&query.plan];
     while let Some(p) = stack.pop() {
         match p {
-            Plan::Scan { .. } => {
+            // Only a scan that could read a replica is estimated (most OLTP plans have none).
+            Plan::Scan { table, access: Access::Full | Access::PkRange(_), lock: false, limit: None, .. }
+                if replica(table.id) =>
+            {
                 let Some(e) = model.scan(p) else { continue };
                 if replica_scan_pays(p, e.rows, e.read, replica) {
                     out.insert(p as *const Plan as usize);
@@ -146,6 +149,7 @@ impl Model<'_> {
 
     /// (rows out, cost) of the row engine running `plan` once.
     fn row(&self, plan: &Plan, once: bool) -> Option<(f64, f64)> {
+        crate::depth::ensure_stack().ok()?;
         let (rows, cost, input_rows) = match plan {
             Plan::Dual => (1.0, 0.0, 1.0),
             Plan::Values(rows) => (rows.len() as f64, 0.0, rows.len() as f64),
@@ -282,6 +286,7 @@ impl Model<'_> {
     /// An upper bound on the distinct values of columns `cols` of `plan`'s rows: the rows
     /// of the smallest part of the plan they all come from.
     fn distinct_bound(&self, plan: &Plan, cols: &[usize]) -> Option<f64> {
+        crate::depth::ensure_stack().ok()?;
         let here = || self.row(plan, false).map(|(r, _)| r);
         if cols.is_empty() {
             return Some(1.0);

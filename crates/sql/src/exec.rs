@@ -148,12 +148,12 @@ impl<'a> ExecCtx<'a> {
     /// stops the rest: `a IN (SELECT ..) AND b > (SELECT .. correlated)` runs the
     /// correlated subquery only for rows the first part keeps.
     pub async fn eval(&mut self, e: &Expr, row: &Row) -> Result<Value> {
+        let ids = e.subquery_ids();
         if let Expr::Binary(op @ (BinOp::And | BinOp::Or), ..) = e {
-            if e.has_subquery() {
+            if !ids.is_empty() {
                 return self.eval_logic(*op, e, row).await;
             }
         }
-        let ids = e.subquery_ids();
         let sub = if ids.is_empty() { SubqueryValues::default() } else { self.subqueries_for(&ids, row).await? };
         e.eval(row, &self.eval_ctx(&sub))
     }
@@ -279,6 +279,9 @@ fn exact_key(out: &mut Vec<u8>, v: &Value) {
 /// no volatile function (RAND, UUID), no locking read, no recursive CTE's work table.
 pub(crate) fn apply_key_columns(plan: &Plan, subqueries: &[SubqueryPlan]) -> Option<Vec<usize>> {
     fn plan_refs(plan: &Plan, subs: &[SubqueryPlan], depth: usize, out: &mut BTreeSet<usize>) -> bool {
+        if crate::depth::ensure_stack().is_err() {
+            return false;
+        }
         if matches!(plan, Plan::WorkTable(_) | Plan::Scan { lock: true, .. }) {
             return false;
         }
