@@ -405,15 +405,15 @@ impl ColumnEngine for OlapEngine {
         self.run(&query, source).await
     }
 
-    fn explain(&self, query: &Query, params: &[Value]) -> Option<Vec<String>> {
-        let runtime = RuntimeEnvBuilder::new().build_arc().ok()?;
-        let (optimized, tables, _) = self.plan(query, params, runtime).ok()?;
+    fn explain(&self, query: &Query, params: &[Value]) -> std::result::Result<Vec<String>, String> {
+        let runtime = RuntimeEnvBuilder::new().build_arc().map_err(|e| e.to_string())?;
+        let (optimized, tables, _) = self.plan(query, params, runtime).map_err(|Skip(why)| why)?;
         let mut lines = vec!["ColumnEngine (DataFusion)".to_string()];
         lines.extend(optimized.display_indent().to_string().lines().map(|l| format!("  {l}")));
         for (name, table) in &tables {
             lines.push(format!("{name}: {}", table.describe()));
         }
-        Some(lines)
+        Ok(lines)
     }
 
     fn replica(&self, table_id: i64) -> Option<ReplicaState> {

@@ -987,12 +987,15 @@ impl<'q> Translator<'q> {
     /// A constant string compared with a temporal value, as that temporal type.
     fn temporal_const(&self, e: &Expr, temporal: &SqlType) -> R<DfExpr> {
         let v = self.fold(e)?;
-        let text = match &v {
+        let d = match &v {
             Value::Null => return Ok(lit(ScalarValue::Null)),
-            Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+            Value::Bytes(b) => DateTime::parse(String::from_utf8_lossy(b).trim())
+                .ok_or_else(|| Skip::new("string that is not a date"))?,
+            // A string-typed function of a date string (DATE_ADD('1994-01-01', ...)) folds
+            // to the date it spells.
+            Value::Date(d) | Value::DateTime(d) => *d,
             _ => return Err(Skip::new("non-string constant")),
         };
-        let d = DateTime::parse(text.trim()).ok_or_else(|| Skip::new("string that is not a date"))?;
         let v = match temporal.ty {
             Some(ColumnType::Date) if d.hour == 0 && d.minute == 0 && d.second == 0 && d.micro == 0 => Value::Date(d),
             _ => Value::DateTime(d),

@@ -151,11 +151,11 @@ pub trait ColumnEngine: Send + Sync {
         Ok(None)
     }
 
-    /// EXPLAIN's lines for `query` when this engine would run it (its plan and what each
-    /// table scan reads); None when the row engine would.
-    fn explain(&self, query: &Query, params: &[Value]) -> Option<Vec<String>> {
+    /// EXPLAIN's lines for `query` when this engine can run it (its plan and what each
+    /// table scan reads); otherwise the reason it cannot (the row engine runs it).
+    fn explain(&self, query: &Query, params: &[Value]) -> std::result::Result<Vec<String>, String> {
         let _ = (query, params);
-        None
+        Err("no column engine".into())
     }
 
     /// The columnar replica of table `table_id`, if one is kept (being built or available).

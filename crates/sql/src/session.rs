@@ -2022,9 +2022,16 @@ impl Session {
         let (column, costs) = choose_engine(&self.engine, &info, &query);
         let costs = costs
             .map(|c| format!("Engine choice: estimated row engine {:.0} us, column engine {:.0} us", c.row, c.column));
-        if let Some(mut lines) = column.and_then(|c| c.explain(&query, &[])) {
-            lines.extend(costs);
-            return Ok(QueryResult::text_rows(&["plan"], lines.into_iter().map(|l| vec![Value::str(l)]).collect()));
+        let mut unsupported = None;
+        if let Some(c) = column {
+            match c.explain(&query, &[]) {
+                Ok(mut lines) => {
+                    lines.extend(costs);
+                    let rows = lines.into_iter().map(|l| vec![Value::str(l)]).collect();
+                    return Ok(QueryResult::text_rows(&["plan"], rows));
+                }
+                Err(why) => unsupported = Some(format!("Column engine cannot run this query: {why}")),
+            }
         }
         let mut lines = Vec::new();
         query.plan.explain(0, &mut lines);
@@ -2047,6 +2054,7 @@ impl Session {
             lines.push(format!("Scans reading columnar replicas: {}", names.join(", ")));
         }
         lines.extend(costs);
+        lines.extend(unsupported);
         Ok(QueryResult::text_rows(&["plan"], lines.into_iter().map(|l| vec![Value::str(l)]).collect()))
     }
 
