@@ -8,7 +8,10 @@
 //! tombstones in every column family followed by a compaction of the range, so its space
 //! comes back now.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
 use strata_common::{Result, Timestamp};
+use strata_storage::engine::BatchOp;
 use strata_storage::{Cf, WriteBatch};
 
 use crate::records::{encode_user_key, split_versioned, versioned, Kind, Write};
@@ -19,6 +22,57 @@ use crate::store::MvccStore;
 pub struct GcStats {
     /// Write records deleted.
     pub versions_removed: u64,
+    /// Write records the pass walked over (0: skipped, nothing could be removed).
+    pub records_walked: u64,
+}
+
+/// Whether a GC pass can remove anything. What a pass removes depends only on which write
+/// records are at or below its safe point; so once a pass has seen every record at or below
+/// its safe point, a later pass has work only if records were written since, or if records
+/// that were above that safe point have fallen below the new one. Without this a pass
+/// walked the whole write CF every minute on an idle server (seconds of CPU at TPC-H SF 1).
+#[derive(Debug)]
+pub(crate) struct GcState {
+    /// A write record was put since the current (or last) pass began.
+    dirty: AtomicBool,
+    /// The highest timestamp of a write record the last pass saw or that was put since.
+    newest: AtomicU64,
+    /// The safe point of the last completed pass (0: none yet).
+    last_safe: AtomicU64,
+}
+
+impl Default for GcState {
+    fn default() -> GcState {
+        // Unknown until the first pass has walked everything.
+        GcState { dirty: AtomicBool::new(true), newest: AtomicU64::new(u64::MAX), last_safe: AtomicU64::new(0) }
+    }
+}
+
+impl GcState {
+    /// Notes the write records `batch` puts.
+    pub(crate) fn note_writes(&self, batch: &WriteBatch) {
+        let mut newest = None;
+        for op in &batch.ops {
+            if let BatchOp::Put(Cf::Write, k, _) = op {
+                if let Ok((_, ts)) = split_versioned(k) {
+                    newest = newest.max(Some(ts.0));
+                }
+            }
+        }
+        if let Some(ts) = newest {
+            self.newest.fetch_max(ts, Ordering::SeqCst);
+            self.dirty.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether a pass at `safe_point` could remove something.
+    fn has_work(&self, safe_point: Timestamp) -> bool {
+        let last = self.last_safe.load(Ordering::SeqCst);
+        self.dirty.load(Ordering::SeqCst)
+            || last == 0
+            || self.newest.load(Ordering::SeqCst) > last
+            || safe_point.0 < last
+    }
 }
 
 impl MvccStore {
@@ -43,8 +97,18 @@ impl MvccStore {
         self.engine().compact_range(Cf::Data, &enc_start, &enc_end)
     }
 
-    /// Removes versions no reader at or above `safe_point` can see.
+    /// Removes versions no reader at or above `safe_point` can see. Skipped (nothing
+    /// walked) when no record was written since the last pass and every record was at or
+    /// below its safe point already (see `GcState`).
     pub fn gc(&self, safe_point: Timestamp) -> Result<GcStats> {
+        let state = &self.gc_state;
+        if !state.has_work(safe_point) {
+            return Ok(GcStats::default());
+        }
+        // Writes from here on set these again; the walk adds what it sees.
+        state.dirty.store(false, Ordering::SeqCst);
+        state.newest.store(0, Ordering::SeqCst);
+        let mut newest_seen = 0;
         let engine = self.engine().clone();
         let mut stats = GcStats::default();
         let mut batch = WriteBatch::default();
@@ -54,6 +118,8 @@ impl MvccStore {
         let mut kept_base = false;
         while c.valid()? {
             let (enc, commit_ts) = split_versioned(c.key())?;
+            stats.records_walked += 1;
+            newest_seen = newest_seen.max(commit_ts.0);
             if enc != current.as_slice() {
                 current = enc.to_vec();
                 kept_base = false;
@@ -88,6 +154,8 @@ impl MvccStore {
         if !batch.is_empty() {
             engine.write(batch, false)?;
         }
+        state.newest.fetch_max(newest_seen, Ordering::SeqCst);
+        state.last_safe.store(safe_point.0, Ordering::SeqCst);
         Ok(stats)
     }
 }

@@ -33,6 +33,8 @@ pub struct MvccStore {
     locks: LockTable,
     /// Who is told of committed changes (a columnar replica), if anyone.
     sink: parking_lot::RwLock<Option<Arc<dyn ChangeSink>>>,
+    /// What GC needs to know to skip a pass that could remove nothing (`gc`).
+    pub(crate) gc_state: crate::gc::GcState,
 }
 
 /// What one walk over a key's write records found (`MvccStore::history`).
@@ -68,7 +70,13 @@ impl MvccStore {
     /// A store on `engine`, with the locks its lock CF holds.
     pub fn open(engine: Arc<dyn Engine>) -> Result<MvccStore> {
         let locks = LockTable::load(engine.as_ref())?;
-        Ok(MvccStore { engine, latches: Latches::default(), locks, sink: parking_lot::RwLock::new(None) })
+        Ok(MvccStore {
+            engine,
+            latches: Latches::default(),
+            locks,
+            sink: parking_lot::RwLock::new(None),
+            gc_state: crate::gc::GcState::default(),
+        })
     }
 
     /// The engine underneath (for local metadata such as the TSO window).
@@ -84,6 +92,7 @@ impl MvccStore {
     /// table (the order `ChangeSink` promises).
     fn apply(&self, changes: Changes, sync: bool) -> Result<()> {
         let sink = if changes.committed.is_empty() { None } else { self.sink.read().clone() };
+        self.gc_state.note_writes(&changes.batch);
         changes.apply(self.engine.as_ref(), &self.locks, sink.as_deref(), sync)
     }
 

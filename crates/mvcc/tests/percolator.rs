@@ -210,6 +210,33 @@ async fn gc_keeps_what_readers_above_the_safe_point_see() {
 }
 
 #[tokio::test]
+async fn gc_skips_passes_that_could_remove_nothing() {
+    let c = client();
+    write(&c, vec![put("a", "1")], 10, 11).await;
+    write(&c, vec![put("a", "2")], 20, 21).await;
+    // The first pass walks everything (the store does not know what is there).
+    let first = c.store().gc(ts(15)).expect("gc");
+    assert_eq!((first.versions_removed, first.records_walked), (0, 2));
+    // a@21 was above that safe point: a pass above it has work.
+    let second = c.store().gc(ts(30)).expect("gc");
+    assert_eq!((second.versions_removed, second.records_walked), (1, 2));
+    // Nothing written since and everything below the last safe point: nothing to walk.
+    assert_eq!(c.store().gc(ts(40)).expect("gc").records_walked, 0);
+    assert_eq!(c.store().gc(ts(50)).expect("gc").records_walked, 0);
+    // A commit makes the next pass walk, and the one after its safe point passes the commit.
+    write(&c, vec![put("a", "3")], 60, 61).await;
+    assert_eq!(c.store().gc(ts(55)).expect("gc").versions_removed, 0);
+    let above = c.store().gc(ts(70)).expect("gc");
+    assert_eq!((above.versions_removed, above.records_walked), (1, 2));
+    assert_eq!(c.store().gc(ts(80)).expect("gc").records_walked, 0);
+    // A rollback record is a write too, even at a timestamp below the last safe point.
+    c.rollback(&[b"z".to_vec()], ts(5)).await.expect("rollback");
+    let stale = c.store().gc(ts(90)).expect("gc");
+    assert_eq!((stale.versions_removed, stale.records_walked), (1, 2));
+    assert_eq!(get(&c, "a", 100).await.expect("read").as_deref(), Some("3"));
+}
+
+#[tokio::test]
 async fn destroy_range_removes_every_version_value_and_lock_of_the_range_only() {
     let c = client();
     let big = "x".repeat(1000); // stored in the data CF, not inline
