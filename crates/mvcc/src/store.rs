@@ -121,9 +121,7 @@ impl MvccStore {
 
     /// The newest write record of `key` with commit_ts <= `ts` that is a Put or Delete.
     fn read_version(&self, enc: &[u8], ts: Timestamp) -> Result<Option<Write>> {
-        let mut upper = enc.to_vec();
-        upper.extend_from_slice(&[0xFF; 9]);
-        let mut c = self.engine.cursor(Cf::Write, enc, &upper)?;
+        let mut c = self.engine.versions_cursor(Cf::Write, enc)?;
         c.seek(&versioned(enc, ts));
         Self::data_record(&mut *c, enc)
     }
@@ -285,9 +283,7 @@ impl MvccStore {
 
     /// Finds the write record `start_ts` left on `key` (commit or rollback), if any.
     fn find_own_write(&self, enc: &[u8], start_ts: Timestamp) -> Result<Option<(Timestamp, Write)>> {
-        let mut upper = enc.to_vec();
-        upper.extend_from_slice(&[0xFF; 9]);
-        let mut c = self.engine.cursor(Cf::Write, enc, &upper)?;
+        let mut c = self.engine.versions_cursor(Cf::Write, enc)?;
         c.seek(enc);
         while c.valid()? {
             let (k, commit_ts) = split_versioned(c.key())?;
@@ -306,9 +302,7 @@ impl MvccStore {
     /// Walks `enc`'s write records once (newest first) with one cursor bounded to the key's
     /// versions, collecting what the lock and prewrite checks and the value read need.
     fn history(&self, enc: &[u8], start_ts: Timestamp) -> Result<History> {
-        let mut upper = enc.to_vec();
-        upper.extend_from_slice(&[0xFF; 9]);
-        let mut c = self.engine.cursor(Cf::Write, enc, &upper)?;
+        let mut c = self.engine.versions_cursor(Cf::Write, enc)?;
         Self::walk_history(&mut *c, enc, start_ts)
     }
 

@@ -18,6 +18,7 @@
 //! query between batches.
 
 mod convert;
+mod group_filter;
 mod persist;
 mod provider;
 pub mod replica;
@@ -285,11 +286,13 @@ async fn compact_all(sql: &Engine, replicas: &Arc<ReplicaStore>) -> Result<()> {
 /// DataFusion's logical optimizer rules as Strata runs them: without
 /// `eliminate_cross_join`, which flattens every tree of inner joins and rebuilds it from the
 /// leftmost input — the translator has already ordered the joins by statistics and put the
-/// smaller input of each on the build side (left); then ours ([`semi_join`]).
+/// smaller input of each on the build side (left); then ours ([`semi_join`],
+/// [`group_filter`]).
 fn optimizer_rules() -> Vec<Arc<dyn datafusion::optimizer::OptimizerRule + Send + Sync>> {
     let mut rules = datafusion::optimizer::Optimizer::new().rules;
     rules.retain(|r| r.name() != "eliminate_cross_join");
     rules.push(Arc::new(semi_join::PushSemiJoinDown));
+    rules.push(Arc::new(group_filter::FilterGroupsByJoinKeys));
     rules
 }
 

@@ -72,6 +72,17 @@ impl ScanTable {
         ScanTable { scan, types, names, schema: Arc::new(Schema::new(fields)), replica, loaded: Mutex::new(None) }
     }
 
+    /// Whether the row store's read keeps only some rows (a filter, key range or limit); a
+    /// replica read is a full scan, its predicates filters above it.
+    pub fn filters_rows(&self) -> bool {
+        match &self.scan {
+            Plan::Scan { access, filter, limit, .. } if self.replica.is_none() => {
+                filter.is_some() || limit.is_some() || !matches!(access, strata_sql::plan::Access::Full)
+            }
+            _ => false,
+        }
+    }
+
     /// What EXPLAIN says the scan reads: the table, and its columnar replica or the row
     /// store's access path.
     pub fn describe(&self) -> String {

@@ -105,6 +105,14 @@ pub trait Engine: Send + Sync + 'static {
         let _ = max_skips;
         self.cursor(cf, lower, upper)
     }
+    /// A cursor over the versions of one key: the entries `key ++ 8 bytes` (versioned keys,
+    /// as the write CF holds them). Engines with per-file prefix filters skip the files that
+    /// hold no version of `key`, so a point read does not search every level.
+    fn versions_cursor(&self, cf: Cf, key: &[u8]) -> Result<Box<dyn Cursor + '_>> {
+        let mut upper = key.to_vec();
+        upper.extend_from_slice(&[0xFF; 9]);
+        self.cursor(cf, key, &upper)
+    }
     /// Applies a batch atomically. With `sync`, it is durable (WAL fsynced) when this returns;
     /// concurrent synced writers share one fsync.
     fn write(&self, batch: WriteBatch, sync: bool) -> Result<()>;
