@@ -332,9 +332,14 @@ impl OlapEngine {
     }
 }
 
-#[async_trait]
-impl ColumnEngine for OlapEngine {
-    async fn run(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>> {
+impl OlapEngine {
+    /// Runs `query` on DataFusion: its rows and the physical plan that produced them (with
+    /// its operators' metrics); None when the row engine must run it.
+    async fn execute(
+        &self,
+        query: &Query,
+        source: &mut ScanSource<'_, '_>,
+    ) -> Result<Option<(Vec<Row>, Arc<dyn datafusion::physical_plan::ExecutionPlan>)>> {
         let params = source.params().to_vec();
         let pool = Arc::new(TrackerPool::new(strata_sql::context::current_tracker()));
         let runtime = RuntimeEnvBuilder::new()
@@ -366,7 +371,7 @@ impl ColumnEngine for OlapEngine {
             }
         };
         let types: Vec<_> = query.columns.iter().map(|c| c.ty.clone()).collect();
-        let mut stream = match execute_stream(physical, state.task_ctx()) {
+        let mut stream = match execute_stream(physical.clone(), state.task_ctx()) {
             Ok(s) => s,
             Err(e) => return pool.failed(e),
         };
@@ -384,7 +389,27 @@ impl ColumnEngine for OlapEngine {
                 return Ok(None);
             }
         }
-        Ok(Some(rows))
+        Ok(Some((rows, physical)))
+    }
+}
+
+#[async_trait]
+impl ColumnEngine for OlapEngine {
+    async fn run(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>> {
+        Ok(self.execute(query, source).await?.map(|(rows, _)| rows))
+    }
+
+    async fn run_analyzed(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<String>>> {
+        let started = std::time::Instant::now();
+        let Some((rows, physical)) = self.execute(query, source).await? else { return Ok(None) };
+        let elapsed = started.elapsed();
+        let mut lines = vec!["ColumnEngine (DataFusion), each operator's metrics:".to_string()];
+        let shown = datafusion::physical_plan::display::DisplayableExecutionPlan::with_metrics(physical.as_ref())
+            .indent(true)
+            .to_string();
+        lines.extend(shown.lines().map(|l| format!("  {l}")));
+        lines.push(format!("Rows: {}, execution time: {:.3} ms", rows.len(), elapsed.as_secs_f64() * 1e3));
+        Ok(Some(lines))
     }
 
     async fn scan_replica(&self, scan: &Plan, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>> {
@@ -476,7 +501,7 @@ impl TrackerPool {
     /// What a failed execution means: the quota error if the pool refused memory (the
     /// statement fails), otherwise nothing — the row engine runs the query and reports
     /// MySQL's own error if it has one.
-    fn failed(&self, e: DataFusionError) -> Result<Option<Vec<Row>>> {
+    fn failed<T>(&self, e: DataFusionError) -> Result<Option<T>> {
         if let Some(err) = self.error.lock().take() {
             return Err(err);
         }

@@ -142,6 +142,13 @@ pub trait ColumnEngine: Send + Sync {
     /// the query with MySQL's semantics; the row engine must.
     async fn run(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>>;
 
+    /// Runs `query` like `run` and gives EXPLAIN ANALYZE's lines instead of its rows: the
+    /// plan it ran with each operator's actual rows and time. None: the row engine must run it.
+    async fn run_analyzed(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<String>>> {
+        let _ = (query, source);
+        Ok(None)
+    }
+
     /// The rows of `scan` (a `Plan::Scan` the row engine runs once per statement) read from
     /// the table's columnar replica at the statement's snapshot, its access range and
     /// filter applied vectorized; None when there is no available replica to read or the

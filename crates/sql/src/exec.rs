@@ -55,6 +55,20 @@ pub struct ExecCtx<'a> {
     /// Scans (by the address of their plan node) that read the table's columnar replica
     /// through this engine instead of the row store (see `cost::replica_scans`).
     pub replica_scans: Option<(Arc<dyn crate::column::ColumnEngine>, HashSet<usize>)>,
+    /// EXPLAIN ANALYZE: what each operator (by the address of its plan node) did.
+    pub profile: Option<HashMap<usize, OpProfile>>,
+}
+
+/// What one operator did in a statement (EXPLAIN ANALYZE).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpProfile {
+    /// Rows it produced, over all its runs.
+    pub rows: u64,
+    /// Times it was run (a correlated subquery's or lookup join's inner side: once per
+    /// outer row that was not answered from the apply cache).
+    pub runs: u64,
+    /// Time spent pulling its rows, its inputs' included.
+    pub time: std::time::Duration,
 }
 
 /// A row read from a table with its key.
@@ -80,6 +94,7 @@ impl<'a> ExecCtx<'a> {
             apply: ApplyCache::default(),
             work_tables: HashMap::new(),
             replica_scans: None,
+            profile: None,
         }
     }
 
@@ -419,7 +434,7 @@ where
     'c: 'a,
 {
     Box::pin(async move {
-        let mut s = Stream::open(plan);
+        let mut s = Stream::build(plan, ctx.profile.is_some());
         let Some(mut out) = s.next(ctx).await? else { return Ok(Rows::new()) };
         while let Some(batch) = s.next(ctx).await? {
             out.append(batch);
@@ -455,7 +470,7 @@ where
             | Plan::Limit { .. }
             | Plan::Truncate { .. } => return Err(Error::internal("a pipelined operator run whole")),
             Plan::Aggregate { input, group, aggs, rollup } => {
-                let mut input = Stream::open(input);
+                let mut input = Stream::build(input, ctx.profile.is_some());
                 out = aggregate(ctx, &mut input, group, aggs, *rollup).await?;
             }
             Plan::Sort { input, keys } => {

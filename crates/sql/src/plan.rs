@@ -247,6 +247,12 @@ pub struct Query {
 impl Plan {
     /// Renders the plan as indented text lines (EXPLAIN).
     pub fn explain(&self, depth: usize, out: &mut Vec<String>) {
+        self.explain_with(depth, out, &|_| String::new());
+    }
+
+    /// `explain`, each operator's line followed by what `note` says of it (EXPLAIN
+    /// ANALYZE's actual rows and time).
+    pub fn explain_with(&self, depth: usize, out: &mut Vec<String>, note: &dyn Fn(&Plan) -> String) {
         let pad = "  ".repeat(depth);
         let line: String = match self {
             Plan::Dual => "Dual".into(),
@@ -296,11 +302,11 @@ impl Plan {
             Plan::Recursive { all, .. } => format!("RecursiveCTE{}", if *all { " all" } else { "" }),
             Plan::WorkTable(id) => format!("WorkTable id:{id}"),
             Plan::Window { calls, .. } => format!("Window functions:{}", calls.len()),
-            Plan::Truncate { input, .. } => return input.explain(depth, out),
+            Plan::Truncate { input, .. } => return input.explain_with(depth, out, note),
         };
-        out.push(format!("{pad}{line}"));
+        out.push(format!("{pad}{line}{}", note(self)));
         for c in self.children() {
-            c.explain(depth + 1, out);
+            c.explain_with(depth + 1, out, note);
         }
     }
 

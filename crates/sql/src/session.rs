@@ -1463,6 +1463,10 @@ impl Session {
     fn touched(&self, stmt: &ast::Statement) -> Result<Vec<Touch>> {
         use crate::users::privs as P;
         use ast::Statement as S;
+        // EXPLAIN needs what the statement it explains needs (MySQL: SELECT on its tables).
+        if let S::Explain { statement, .. } = stmt {
+            return self.touched(statement);
+        }
         let names = |n: &ast::ObjectName| -> Option<(String, String)> {
             let (db, t) = crate::binder::split_name(n).ok()?;
             let db = db.or_else(|| self.db.clone())?;
@@ -1833,6 +1837,8 @@ impl Session {
         };
         let r = match stmt {
             S::Query(_) | S::Insert(_) | S::Update(_) | S::Delete(_) => self.run_in_txn(stmt, params).await,
+            // EXPLAIN ANALYZE runs the query, in the session's transaction like a SELECT.
+            S::Explain { analyze: true, .. } => self.run_in_txn(stmt, params).await,
             S::StartTransaction { .. } => {
                 // As in MySQL, starting a transaction releases LOCK TABLES.
                 self.engine.table_locks.unlock_tables(self.conn_id);
@@ -2491,11 +2497,74 @@ pub async fn exec_statement(
             let rows = execute(&query.plan, &mut ctx).await?.into_vec();
             Ok(QueryResult::Rows { columns, rows })
         }
+        ast::Statement::Explain { statement, .. } => match statement.as_ref() {
+            ast::Statement::Query(q) => explain_analyze(engine, txn, info, q, params).await,
+            _ => Err(Error::unsupported("EXPLAIN ANALYZE of a statement other than a query")),
+        },
         ast::Statement::Insert(ins) => dml.insert(txn, ins).await,
         ast::Statement::Update(up) => dml.update(txn, up).await,
         ast::Statement::Delete(del) => dml.delete(txn, del).await,
         other => Err(Error::unsupported(truncate_sql(&other.to_string()))),
     }
+}
+
+/// EXPLAIN ANALYZE: runs `q` on the engine the optimizer chooses and shows the plan it ran
+/// with what each operator did — DataFusion's metrics on the column engine; on the row
+/// engine each operator's estimated rows (per run) and its actual rows, runs and time (its
+/// inputs' included) — then the result's row count, the time and the engine choice.
+async fn explain_analyze(
+    engine: &Engine,
+    txn: &mut Transaction,
+    info: &SessionInfo,
+    q: &ast::Query,
+    params: &[Value],
+) -> Result<QueryResult> {
+    let mut binder = Binder::new(&engine.catalog, info);
+    binder.params = params;
+    let query = binder.plan_query(q)?;
+    let (column, costs) = choose_engine(engine, info, &query);
+    let mut ctx = ExecCtx::new(txn, params, query.subqueries.clone());
+    let mut lines = None;
+    if let Some(column) = column {
+        let mut source = crate::column::ScanSource::new(&mut ctx);
+        lines = column.run_analyzed(&query, &mut source).await?;
+    }
+    let mut lines = match lines {
+        Some(l) => l,
+        None => {
+            ctx.replica_scans = replica_scans_for(engine, info, &query);
+            ctx.profile = Some(HashMap::new());
+            let started = std::time::Instant::now();
+            let count = execute(&query.plan, &mut ctx).await?.into_vec().len();
+            let elapsed = started.elapsed();
+            let profile = ctx.profile.take().unwrap_or_default();
+            let note = |p: &crate::plan::Plan| {
+                let est = crate::cost::estimated_rows(p, &query.subqueries, &engine.catalog)
+                    .map_or("?".to_string(), |r| format!("{r:.0}"));
+                match profile.get(&(p as *const crate::plan::Plan as usize)) {
+                    Some(op) => format!(
+                        " (estRows:{est} actRows:{} runs:{} time:{:.3}ms)",
+                        op.rows,
+                        op.runs,
+                        op.time.as_secs_f64() * 1e3
+                    ),
+                    None => format!(" (estRows:{est} not run)"),
+                }
+            };
+            let mut lines = Vec::new();
+            query.plan.explain_with(0, &mut lines, &note);
+            for (i, s) in query.subqueries.iter().enumerate() {
+                lines.push(format!("Subquery {} ({})", i, if s.correlated { "correlated" } else { "uncorrelated" }));
+                s.plan.explain_with(1, &mut lines, &note);
+            }
+            lines.push(format!("Rows: {count}, execution time: {:.3} ms", elapsed.as_secs_f64() * 1e3));
+            lines
+        }
+    };
+    lines.extend(
+        costs.map(|c| format!("Engine choice: estimated row engine {:.0} us, column engine {:.0} us", c.row, c.column)),
+    );
+    Ok(QueryResult::text_rows(&["plan"], lines.into_iter().map(|l| vec![Value::str(l)]).collect()))
 }
 
 /// The column engine that should try `query` first, under the session's

@@ -195,3 +195,62 @@ async fn analyze_gathers_statistics_that_persist_and_order_joins() {
     c.query_drop("DROP TABLE s.small").await.expect("drop");
     assert_eq!(stats_meta(&mut c, "small").await, None);
 }
+
+/// EXPLAIN ANALYZE runs the query on the engine the optimizer picks and shows, per
+/// operator, the estimate next to what happened; it needs the privileges the query needs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_analyze_shows_estimated_and_actual_rows_per_operator() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = common::StrataProcess::start(&dir.path().join("data"));
+    let pool = server.pool(None);
+    let mut c = pool.get_conn().await.expect("connect");
+    setup(&mut c).await;
+    c.query_drop("ANALYZE TABLE s.big, s.small").await.expect("analyze");
+
+    // Row engine: the rare parts (4 of 100) drive 4 index lookups of 50 rows each.
+    c.query_drop("SET SESSION tidb_isolation_read_engines = 'tikv'").await.expect("set");
+    let lines: Vec<String> = c.query(format!("EXPLAIN ANALYZE {JOIN}")).await.expect("explain analyze");
+    let line = |what: &str| lines.iter().find(|l| l.contains(what)).cloned().unwrap_or_default();
+    let small = line("table:small");
+    assert!(small.contains("estRows:4 ") && small.contains("actRows:4 runs:1 "), "{lines:#?}");
+    let big = line("table:big");
+    assert!(big.contains("IndexLookUp index:idx_fk"), "{lines:#?}");
+    assert!(big.contains("actRows:200 runs:4 "), "{lines:#?}");
+    assert!(line("HashAgg").contains("actRows:4 "), "{lines:#?}");
+    assert!(lines.last().is_some_and(|l| l.starts_with("Rows: 4, execution time: ")), "{lines:#?}");
+    let time = |l: &str| -> f64 {
+        let t = l.split("time:").nth(1).and_then(|t| t.split("ms").next()).expect("a time");
+        t.parse().expect("milliseconds")
+    };
+    assert!(time(&small) > 0.0 && time(&line("Projection")) >= time(&big), "{lines:#?}");
+    // The query's answer is unchanged by having been explained.
+    let answer: Vec<Row> = c.query(JOIN).await.expect("join");
+    assert_eq!(text(answer).len(), 4);
+
+    // Column engine: DataFusion's operators with their metrics.
+    c.query_drop("SET SESSION tidb_isolation_read_engines = 'tiflash'").await.expect("set");
+    let lines: Vec<String> = c.query(format!("EXPLAIN ANALYZE {JOIN}")).await.expect("explain analyze");
+    assert!(lines[0].starts_with("ColumnEngine (DataFusion)"), "{lines:#?}");
+    assert!(lines.iter().any(|l| l.contains("HashJoinExec") && l.contains("metrics=[output_rows=200")), "{lines:#?}");
+    assert!(lines.last().is_some_and(|l| l.starts_with("Rows: 4, execution time: ")), "{lines:#?}");
+
+    // Only a query can be explained with ANALYZE, and only by someone who may run it.
+    let err = c.query_drop("EXPLAIN ANALYZE DELETE FROM s.big").await.expect_err("DML");
+    assert_eq!(server_code(&err), Some(1235));
+    assert_eq!(c.query_first::<i64, _>("SELECT COUNT(*) FROM s.big").await.expect("count"), Some(5_000));
+    c.query_drop("CREATE USER 'peek'@'%' IDENTIFIED BY 'pw'").await.expect("create user");
+    c.query_drop("GRANT SELECT ON s.small TO 'peek'@'%'").await.expect("grant");
+    let opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(server.port)
+        .user(Some("peek"))
+        .pass(Some("pw"))
+        .prefer_socket(false);
+    let mut peek = Conn::new(opts).await.expect("peek logs in");
+    for sql in [format!("EXPLAIN ANALYZE {JOIN}"), format!("EXPLAIN {JOIN}")] {
+        let err = peek.query_drop(&sql).await.expect_err("no SELECT on s.big");
+        assert_eq!(server_code(&err), Some(1142), "{sql}");
+    }
+    let own: Vec<String> = peek.query("EXPLAIN ANALYZE SELECT COUNT(*) FROM s.small").await.expect("own table");
+    assert!(own.last().is_some_and(|l| l.starts_with("Rows: 1,")), "{own:#?}");
+}

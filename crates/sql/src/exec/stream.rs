@@ -91,6 +91,15 @@ pub enum Stream<'p> {
         /// Already run.
         done: bool,
     },
+    /// `plan`'s stream, its rows and time recorded (EXPLAIN ANALYZE: `ExecCtx::profile`).
+    Profiled {
+        /// The operator.
+        plan: &'p Plan,
+        /// Its stream.
+        inner: Box<Stream<'p>>,
+        /// Pulled at least once (counted as one run of the operator).
+        pulled: bool,
+    },
 }
 
 /// A nested-loop join in progress.
@@ -131,6 +140,22 @@ pub struct HashJoinStream<'p> {
 impl<'p> Stream<'p> {
     /// A stream over `plan`; nothing runs until the first `next`.
     pub fn open(plan: &'p Plan) -> Stream<'p> {
+        Stream::build(plan, false)
+    }
+
+    /// A stream over `plan`, every operator's rows and time recorded in the context's
+    /// profile when `profiled` (see `ExecCtx::profile`).
+    pub fn build(plan: &'p Plan, profiled: bool) -> Stream<'p> {
+        let stream = Stream::unprofiled(plan, profiled);
+        if profiled && !matches!(plan, Plan::Truncate { .. }) {
+            Stream::Profiled { plan, inner: Box::new(stream), pulled: false }
+        } else {
+            stream
+        }
+    }
+
+    fn unprofiled(plan: &'p Plan, profiled: bool) -> Stream<'p> {
+        let open = |p: &'p Plan| Stream::build(p, profiled);
         match plan {
             Plan::Scan { table, access, filter, lock, limit } => {
                 let scan = ScanStream::new(table, access, filter.as_ref(), *lock, limit.as_ref());
@@ -141,15 +166,15 @@ impl<'p> Stream<'p> {
                 }
             }
             Plan::Filter { input, pred } => {
-                Stream::Filter { input: Box::new(Stream::open(input)), pred, ids: pred.subquery_ids() }
+                Stream::Filter { input: Box::new(open(input)), pred, ids: pred.subquery_ids() }
             }
             Plan::Project { input, exprs } => Stream::Project {
-                input: Box::new(Stream::open(input)),
+                input: Box::new(open(input)),
                 exprs,
                 ids: exprs.iter().flat_map(|e| e.subquery_ids()).collect(),
             },
             Plan::Join { left, right, kind, on, right_width, correlated } => Stream::Join(Box::new(JoinStream {
-                left: Stream::open(left),
+                left: open(left),
                 right,
                 kind: *kind,
                 on: on.as_ref(),
@@ -166,7 +191,7 @@ impl<'p> Stream<'p> {
                 };
                 Stream::HashJoin(Box::new(HashJoinStream {
                     build,
-                    probe: Stream::open(probe),
+                    probe: open(probe),
                     build_keys,
                     probe_keys,
                     build_left: *build_left,
@@ -178,12 +203,12 @@ impl<'p> Stream<'p> {
                 }))
             }
             Plan::Limit { input, limit, offset } => Stream::Limit {
-                input: Box::new(Stream::open(input)),
+                input: Box::new(open(input)),
                 limit: limit.as_ref(),
                 offset: offset.as_ref(),
                 counts: None,
             },
-            Plan::Truncate { input, width } => Stream::Truncate { input: Box::new(Stream::open(input)), width: *width },
+            Plan::Truncate { input, width } => Stream::Truncate { input: Box::new(open(input)), width: *width },
             _ => Stream::Whole { plan, done: false },
         }
     }
@@ -303,6 +328,24 @@ impl<'p> Stream<'p> {
                     let rows = whole(plan, ctx).await?;
                     Ok((!rows.rows.is_empty()).then_some(rows))
                 }
+                Stream::Profiled { plan, inner, pulled } => {
+                    let started = std::time::Instant::now();
+                    let out = inner.next(ctx).await;
+                    let rows = match &out {
+                        Ok(Some(batch)) => batch.rows.len() as u64,
+                        _ => 0,
+                    };
+                    if let Some(profile) = ctx.profile.as_mut() {
+                        let op = profile.entry(*plan as *const Plan as usize).or_default();
+                        op.time += started.elapsed();
+                        op.rows += rows;
+                        if !*pulled {
+                            op.runs += 1;
+                        }
+                    }
+                    *pulled = true;
+                    out
+                }
             }
         })
     }
@@ -347,7 +390,7 @@ impl JoinStream<'_> {
 impl HashJoinStream<'_> {
     async fn next(&mut self, ctx: &mut ExecCtx<'_>) -> Result<Option<Rows>> {
         if self.table.is_none() {
-            let mut build = Stream::open(self.build);
+            let mut build = Stream::build(self.build, ctx.profile.is_some());
             let mut table = JoinTable::new();
             let mut held = Rows::new();
             while let Some(batch) = build.next(ctx).await? {
