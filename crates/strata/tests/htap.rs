@@ -529,11 +529,11 @@ async fn the_cost_model_picks_the_engine_per_query() {
     .await;
     let mut c = pool.get_conn().await.expect("connect");
     for start in (0..20_000).step_by(5_000) {
-        let small: Vec<String> = (start..start + 5_000).map(|i| format!("({i}, 't{}')", i % 5_000)).collect();
+        let small: Vec<String> = (start..start + 5_000).map(|i| format!("({i}, 't{i}')")).collect();
         c.query_drop(format!("INSERT INTO h.small VALUES {}", small.join(","))).await.expect("small");
     }
-    for start in (0..50_000).step_by(5_000) {
-        let rows: Vec<String> = (start..start + 5_000).map(|i| format!("({i}, {}, {})", i % 1_000, i % 37)).collect();
+    for start in (0..100_000).step_by(5_000) {
+        let rows: Vec<String> = (start..start + 5_000).map(|i| format!("({i}, {}, {})", i % 5_000, i % 37)).collect();
         c.query_drop(format!("INSERT INTO h.big VALUES {}", rows.join(","))).await.expect("big");
     }
     for t in ["big", "small"] {
