@@ -108,6 +108,25 @@ fn filtered(
 /// Plans deeper than this are left alone (the walks recurse).
 const MAX_DEPTH: usize = 64;
 
+/// For a subquery alias or a projection: its input, and the input's column that `plan`'s
+/// column `col` passes on unchanged; None for other nodes or a computed column.
+fn passed_through<'a>(plan: &'a LogicalPlan, col: &Column) -> Option<(&'a Arc<LogicalPlan>, Column)> {
+    match plan {
+        LogicalPlan::SubqueryAlias(a) => {
+            let i = a.schema.index_of_column(col).ok()?;
+            Some((&a.input, Column::from(a.input.schema().qualified_field(i))))
+        }
+        LogicalPlan::Projection(p) => {
+            let i = p.schema.index_of_column(col).ok()?;
+            match unalias(p.expr.get(i)?) {
+                Expr::Column(c) => Some((&p.input, c.clone())),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
 fn unalias(e: &Expr) -> &Expr {
     match e {
         Expr::Alias(a) => unalias(&a.expr),
@@ -123,17 +142,9 @@ fn group_column(plan: &LogicalPlan, col: &Column, depth: usize) -> Option<Column
         return None;
     }
     match plan {
-        LogicalPlan::SubqueryAlias(a) => {
-            let i = a.schema.index_of_column(col).ok()?;
-            let inner = Column::from(a.input.schema().qualified_field(i));
-            group_column(&a.input, &inner, depth + 1)
-        }
-        LogicalPlan::Projection(p) => {
-            let i = p.schema.index_of_column(col).ok()?;
-            match unalias(p.expr.get(i)?) {
-                Expr::Column(c) => group_column(&p.input, c, depth + 1),
-                _ => None,
-            }
+        LogicalPlan::SubqueryAlias(_) | LogicalPlan::Projection(_) => {
+            let (input, inner) = passed_through(plan, col)?;
+            group_column(input, &inner, depth + 1)
         }
         LogicalPlan::Filter(f) => group_column(&f.input, col, depth + 1),
         LogicalPlan::Aggregate(a) => {
@@ -160,17 +171,9 @@ fn key_source(plan: &Arc<LogicalPlan>, col: &Column, depth: usize) -> Option<(Ar
         return selective(plan).then(|| (plan.clone(), col.clone()));
     }
     match plan.as_ref() {
-        LogicalPlan::SubqueryAlias(a) => {
-            let i = a.schema.index_of_column(col).ok()?;
-            let inner = Column::from(a.input.schema().qualified_field(i));
-            key_source(&a.input, &inner, depth + 1)
-        }
-        LogicalPlan::Projection(p) => {
-            let i = p.schema.index_of_column(col).ok()?;
-            match unalias(p.expr.get(i)?) {
-                Expr::Column(c) => key_source(&p.input, c, depth + 1),
-                _ => None,
-            }
+        LogicalPlan::SubqueryAlias(_) | LogicalPlan::Projection(_) => {
+            let (input, inner) = passed_through(plan, col)?;
+            key_source(input, &inner, depth + 1)
         }
         LogicalPlan::Filter(f) => key_source(&f.input, col, depth + 1),
         LogicalPlan::Join(j) => {
