@@ -2485,17 +2485,29 @@ pub async fn exec_statement(
             let query = binder.plan_query(q)?;
             let mut ctx = ExecCtx::new(txn, params, query.subqueries.clone());
             let columns = query.columns.iter().map(Column::from_output).collect();
+            // sql_select_limit caps a top-level SELECT without its own LIMIT (MySQL).
+            let cap = match info.vars.get("sql_select_limit") {
+                Some(Value::UInt(n)) if q.limit_clause.is_none() && q.fetch.is_none() => Some(*n),
+                Some(Value::Int(n)) if q.limit_clause.is_none() && q.fetch.is_none() => Some((*n).max(0) as u64),
+                _ => None,
+            };
+            let capped = |mut rows: Vec<crate::expr::Row>| {
+                if let Some(n) = cap.and_then(|n| usize::try_from(n).ok()) {
+                    rows.truncate(n);
+                }
+                rows
+            };
             if let Some(column) = column_engine_for(engine, info, &query) {
                 let mut source = crate::column::ScanSource::new(&mut ctx);
                 if let Some(rows) = column.run(&query, &mut source).await? {
                     context::count_reads(context::Read::Columnar, 1);
-                    return Ok(QueryResult::Rows { columns, rows });
+                    return Ok(QueryResult::Rows { columns, rows: capped(rows) });
                 }
                 context::count_reads(context::Read::ColumnarFallback, 1);
             }
             ctx.replica_scans = replica_scans_for(engine, info, &query);
             let rows = execute(&query.plan, &mut ctx).await?.into_vec();
-            Ok(QueryResult::Rows { columns, rows })
+            Ok(QueryResult::Rows { columns, rows: capped(rows) })
         }
         ast::Statement::Explain { statement, .. } => match statement.as_ref() {
             ast::Statement::Query(q) => explain_analyze(engine, txn, info, q, params).await,
