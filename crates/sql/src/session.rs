@@ -2141,7 +2141,7 @@ impl Session {
         }
         // max_execution_time (ms) limits SELECTs, as in MySQL: a timer trips the kill switch.
         let limit_ms = match work {
-            Work::Statement(ast::Statement::Query(_), _) => {
+            Work::Statement(ast::Statement::Query(_) | ast::Statement::Explain { analyze: true, .. }, _) => {
                 self.vars.get("max_execution_time").and_then(|v| v.as_i64()).unwrap_or(0)
             }
             _ => 0,

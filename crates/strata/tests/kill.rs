@@ -101,6 +101,9 @@ async fn kill_query_and_kill_connection() {
     let e = victim.query_drop(LONG).await.expect_err("over the time limit");
     assert_eq!(server_code(&e), Some((3024, "HY000".into())), "{e}");
     assert!(started.elapsed() < Duration::from_secs(60));
+    // EXPLAIN ANALYZE runs the SELECT, so the limit stops it too.
+    let e = victim.query_drop(format!("EXPLAIN ANALYZE {LONG}")).await.expect_err("over the time limit");
+    assert_eq!(server_code(&e), Some((3024, "HY000".into())), "{e}");
     victim.query_drop("UPDATE k.t SET v = v WHERE id < 10").await.expect("not a SELECT");
     victim.query_drop("SET SESSION max_execution_time = 0").await.expect("set");
     let sleeping = admin.query::<mysql_async::Row, _>("SHOW PROCESSLIST").await.expect("processlist");
