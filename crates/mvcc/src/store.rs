@@ -21,6 +21,9 @@ use crate::records::{
     decode_user_key, encode_user_key, split_versioned, versioned, Kind, Lock, Write, SHORT_VALUE_MAX,
 };
 
+/// How many of a key's versions a scan steps over before it seeks past the rest.
+const VERSION_STEPS: usize = 4;
+
 /// How many deleted entries a command's shared write-CF cursor may step over on one seek
 /// before it gives up and the key is read with a cursor of its own.
 const SHARED_CURSOR_SKIPS: u64 = 32;
@@ -267,10 +270,20 @@ impl MvccStore {
             if let Some(t) = visit(&mut *c, &enc)? {
                 out.push(t);
             }
-            // Skip the rest of this key's versions: ts 0 is never used, so !0 is past them all.
-            c.seek(&versioned(&enc, Timestamp::ZERO));
-            if c.valid()? && split_versioned(c.key())?.0 == enc.as_slice() {
+            // Past the rest of this key's versions: most keys have one or two, so a few
+            // steps get there for less than a seek; a longer history is skipped by seeking
+            // (ts 0 is never used, so !0 is past them all).
+            let mut steps = 0;
+            while c.valid()? && split_versioned(c.key())?.0 == enc.as_slice() {
+                if steps == VERSION_STEPS {
+                    c.seek(&versioned(&enc, Timestamp::ZERO));
+                    if c.valid()? && split_versioned(c.key())?.0 == enc.as_slice() {
+                        c.next();
+                    }
+                    break;
+                }
                 c.next();
+                steps += 1;
             }
         }
         // Locks only matter up to the last key returned when the limit cut the scan short.
