@@ -43,8 +43,8 @@ pub(crate) struct GcState {
 
 impl Default for GcState {
     fn default() -> GcState {
-        // Unknown until the first pass has walked everything.
-        GcState { dirty: AtomicBool::new(true), newest: AtomicU64::new(u64::MAX), last_safe: AtomicU64::new(0) }
+        // Dirty: what the store holds is unknown until a pass has walked it.
+        GcState { dirty: AtomicBool::new(true), newest: AtomicU64::new(0), last_safe: AtomicU64::new(0) }
     }
 }
 
@@ -65,13 +65,11 @@ impl GcState {
         }
     }
 
-    /// Whether a pass at `safe_point` could remove something.
-    fn has_work(&self, safe_point: Timestamp) -> bool {
-        let last = self.last_safe.load(Ordering::SeqCst);
-        self.dirty.load(Ordering::SeqCst)
-            || last == 0
-            || self.newest.load(Ordering::SeqCst) > last
-            || safe_point.0 < last
+    /// Whether a pass could remove something: records were put since the last pass, or
+    /// some were above its safe point (a pass at a lower safe point removes a subset of
+    /// what that pass did).
+    fn has_work(&self) -> bool {
+        self.dirty.load(Ordering::SeqCst) || self.newest.load(Ordering::SeqCst) > self.last_safe.load(Ordering::SeqCst)
     }
 }
 
@@ -102,7 +100,7 @@ impl MvccStore {
     /// below its safe point already (see `GcState`).
     pub fn gc(&self, safe_point: Timestamp) -> Result<GcStats> {
         let state = &self.gc_state;
-        if !state.has_work(safe_point) {
+        if !state.has_work() {
             return Ok(GcStats::default());
         }
         // Writes from here on set these again; the walk adds what it sees.

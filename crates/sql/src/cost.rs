@@ -58,6 +58,13 @@ pub struct EngineCosts {
     pub column: f64,
 }
 
+impl EngineCosts {
+    /// EXPLAIN's line for the choice.
+    pub fn explain_line(&self) -> String {
+        format!("Engine choice: estimated row engine {:.0} us, column engine {:.0} us", self.row, self.column)
+    }
+}
+
 /// Estimates `query` on both engines; None when a table it reads has no statistics.
 /// `replica(id)`: whether table `id` has an available columnar replica. `constant` evaluates
 /// row-independent expressions; `like` is the share of rows a LIKE keeps.

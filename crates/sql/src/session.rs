@@ -2026,42 +2026,22 @@ impl Session {
         // The column engine's plan when it would run the query; the row engine's otherwise;
         // then the cost model's estimates when it made the choice.
         let (column, costs) = choose_engine(&self.engine, &info, &query);
-        let costs = costs
-            .map(|c| format!("Engine choice: estimated row engine {:.0} us, column engine {:.0} us", c.row, c.column));
+        let costs = costs.map(|c| c.explain_line());
         let mut unsupported = None;
         if let Some(c) = column {
             match c.explain(&query, &[]) {
                 Ok(mut lines) => {
                     lines.extend(costs);
-                    let rows = lines.into_iter().map(|l| vec![Value::str(l)]).collect();
-                    return Ok(QueryResult::text_rows(&["plan"], rows));
+                    return Ok(plan_result(lines));
                 }
                 Err(why) => unsupported = Some(format!("Column engine cannot run this query: {why}")),
             }
         }
-        let mut lines = Vec::new();
-        query.plan.explain(0, &mut lines);
-        for (i, s) in query.subqueries.iter().enumerate() {
-            lines.push(format!("Subquery {} ({})", i, if s.correlated { "correlated" } else { "uncorrelated" }));
-            s.plan.explain(1, &mut lines);
-        }
-        if let Some((_, scans)) = replica_scans_for(&self.engine, &info, &query) {
-            let mut names: Vec<String> = query
-                .plan
-                .scans()
-                .into_iter()
-                .filter(|p| scans.contains(&(*p as *const crate::plan::Plan as usize)))
-                .filter_map(|p| match p {
-                    crate::plan::Plan::Scan { table, .. } => Some(table.name.clone()),
-                    _ => None,
-                })
-                .collect();
-            names.dedup();
-            lines.push(format!("Scans reading columnar replicas: {}", names.join(", ")));
-        }
+        let scans = replica_scans_for(&self.engine, &info, &query);
+        let mut lines = row_plan_lines(&query, scans.as_ref().map(|(_, s)| s), &|_| String::new());
         lines.extend(costs);
         lines.extend(unsupported);
-        Ok(QueryResult::text_rows(&["plan"], lines.into_iter().map(|l| vec![Value::str(l)]).collect()))
+        Ok(plan_result(lines))
     }
 
     async fn run_in_txn(&mut self, stmt: &ast::Statement, params: &[Value]) -> Result<QueryResult> {
@@ -2486,13 +2466,14 @@ pub async fn exec_statement(
             let mut ctx = ExecCtx::new(txn, params, query.subqueries.clone());
             let columns = query.columns.iter().map(Column::from_output).collect();
             // sql_select_limit caps a top-level SELECT without its own LIMIT (MySQL).
+            let own_limit = q.limit_clause.is_some() || q.fetch.is_some();
             let cap = match info.vars.get("sql_select_limit") {
-                Some(Value::UInt(n)) if q.limit_clause.is_none() && q.fetch.is_none() => Some(*n),
-                Some(Value::Int(n)) if q.limit_clause.is_none() && q.fetch.is_none() => Some((*n).max(0) as u64),
+                Some(Value::UInt(n)) if !own_limit => usize::try_from(*n).ok(),
+                Some(Value::Int(n)) if !own_limit => Some(usize::try_from(*n).unwrap_or(0)),
                 _ => None,
             };
             let capped = |mut rows: Vec<crate::expr::Row>| {
-                if let Some(n) = cap.and_then(|n| usize::try_from(n).ok()) {
+                if let Some(n) = cap {
                     rows.truncate(n);
                 }
                 rows
@@ -2563,20 +2544,50 @@ async fn explain_analyze(
                     None => format!(" (estRows:{est} not run)"),
                 }
             };
-            let mut lines = Vec::new();
-            query.plan.explain_with(0, &mut lines, &note);
-            for (i, s) in query.subqueries.iter().enumerate() {
-                lines.push(format!("Subquery {} ({})", i, if s.correlated { "correlated" } else { "uncorrelated" }));
-                s.plan.explain_with(1, &mut lines, &note);
-            }
+            let scans = ctx.replica_scans.as_ref().map(|(_, s)| s);
+            let mut lines = row_plan_lines(&query, scans, &note);
             lines.push(format!("Rows: {count}, execution time: {:.3} ms", elapsed.as_secs_f64() * 1e3));
             lines
         }
     };
-    lines.extend(
-        costs.map(|c| format!("Engine choice: estimated row engine {:.0} us, column engine {:.0} us", c.row, c.column)),
-    );
-    Ok(QueryResult::text_rows(&["plan"], lines.into_iter().map(|l| vec![Value::str(l)]).collect()))
+    lines.extend(costs.map(|c| c.explain_line()));
+    Ok(plan_result(lines))
+}
+
+/// EXPLAIN's lines for the row engine's plan of `query`: the plan, its subqueries, and the
+/// scans that read columnar replicas (`scans`, by plan node); `note` adds to each
+/// operator's line (EXPLAIN ANALYZE's figures).
+fn row_plan_lines(
+    query: &crate::plan::Query,
+    scans: Option<&std::collections::HashSet<usize>>,
+    note: &dyn Fn(&crate::plan::Plan) -> String,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    query.plan.explain_with(0, &mut lines, note);
+    for (i, s) in query.subqueries.iter().enumerate() {
+        lines.push(format!("Subquery {} ({})", i, if s.correlated { "correlated" } else { "uncorrelated" }));
+        s.plan.explain_with(1, &mut lines, note);
+    }
+    if let Some(scans) = scans {
+        let mut names: Vec<String> = query
+            .plan
+            .scans()
+            .into_iter()
+            .filter(|p| scans.contains(&(*p as *const crate::plan::Plan as usize)))
+            .filter_map(|p| match p {
+                crate::plan::Plan::Scan { table, .. } => Some(table.name.clone()),
+                _ => None,
+            })
+            .collect();
+        names.dedup();
+        lines.push(format!("Scans reading columnar replicas: {}", names.join(", ")));
+    }
+    lines
+}
+
+/// EXPLAIN's result: one `plan` column, a row per line.
+fn plan_result(lines: Vec<String>) -> QueryResult {
+    QueryResult::text_rows(&["plan"], lines.into_iter().map(|l| vec![Value::str(l)]).collect())
 }
 
 /// The column engine that should try `query` first, under the session's
