@@ -74,6 +74,8 @@ codes! {
     UnknownCharset = 1115, "42000";
     WrongValueCount = 1136, "21S01";
     NetPacketTooLarge = 1153, "08S01";
+    NetErrorOnWrite = 1160, "08S01";
+    NetWriteInterrupted = 1161, "08S01";
     KeyDoesNotExist = 1176, "42000";
     LockWaitTimeout = 1205, "HY000";
     WrongArguments = 1210, "HY000";

@@ -48,6 +48,7 @@ use strata_sql::column::{ColumnEngine, ReplicaState, ScanSource};
 use strata_sql::context::MemTracker;
 use strata_sql::expr::Row;
 use strata_sql::plan::{OutputColumn, Plan, Query};
+use strata_sql::result::QueryOutput;
 use strata_sql::session::Engine;
 use strata_txn::{Isolation, Transaction, TxnOptions};
 
@@ -341,14 +342,45 @@ impl OlapEngine {
     }
 }
 
+/// What a running query gives next.
+enum Next {
+    /// The rows of the next batch.
+    Rows(Vec<Row>),
+    /// The end of the result.
+    End,
+    /// This engine cannot finish the query with MySQL's semantics (the reason).
+    Cannot(String),
+}
+
+/// A query DataFusion runs: its physical plan (with its operators' metrics as they run)
+/// and the stream of its result batches.
+struct Running {
+    physical: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    stream: datafusion::physical_plan::SendableRecordBatchStream,
+    types: Vec<Option<strata_sql::types::ColumnType>>,
+    pool: Arc<TrackerPool>,
+}
+
+impl Running {
+    /// The next batch's rows, the end, or why this engine cannot go on.
+    async fn next(&mut self) -> Result<Next> {
+        let Some(batch) = self.stream.next().await else { return Ok(Next::End) };
+        strata_sql::interrupt::checkpoint().await?;
+        let batch = match batch {
+            Ok(b) => b,
+            Err(e) => return Ok(Next::Cannot(self.pool.failure(e)?)),
+        };
+        let mut rows = Vec::with_capacity(batch.num_rows());
+        Ok(match convert::append_rows(&batch, &self.types, &mut rows) {
+            Ok(()) => Next::Rows(rows),
+            Err(Skip(why)) => Next::Cannot(why),
+        })
+    }
+}
+
 impl OlapEngine {
-    /// Runs `query` on DataFusion: its rows and the physical plan that produced them (with
-    /// its operators' metrics); None when the row engine must run it.
-    async fn execute(
-        &self,
-        query: &Query,
-        source: &mut ScanSource<'_, '_>,
-    ) -> Result<Option<(Vec<Row>, Arc<dyn datafusion::physical_plan::ExecutionPlan>)>> {
+    /// Starts `query` on DataFusion; None when the row engine must run it.
+    async fn begin(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Running>> {
         let params = source.params().to_vec();
         let pool = Arc::new(TrackerPool::new(strata_sql::context::current_tracker()));
         let runtime = RuntimeEnvBuilder::new()
@@ -379,45 +411,85 @@ impl OlapEngine {
                 return Ok(None);
             }
         };
-        let types: Vec<_> = query.columns.iter().map(|c| c.ty.clone()).collect();
-        let mut stream = match execute_stream(physical.clone(), state.task_ctx()) {
+        let types = query.columns.iter().map(|c| c.ty.clone()).collect();
+        let stream = match execute_stream(physical.clone(), state.task_ctx()) {
             Ok(s) => s,
-            Err(e) => return pool.failed(e),
-        };
-        let mut rows = Vec::new();
-        let mut charge = strata_sql::context::Charge::new();
-        while let Some(batch) = stream.next().await {
-            strata_sql::interrupt::checkpoint().await?;
-            let batch = match batch {
-                Ok(b) => b,
-                Err(e) => return pool.failed(e),
-            };
-            charge.add(batch.get_array_memory_size())?;
-            if let Err(Skip(why)) = convert::append_rows(&batch, &types, &mut rows) {
+            Err(e) => {
+                let why = pool.failure(e)?;
                 tracing::debug!("column engine: {why}; row engine runs the query");
                 return Ok(None);
             }
+        };
+        Ok(Some(Running { physical, stream, types, pool }))
+    }
+
+    /// Runs `query` to its end: its rows (charged to the statement); None when the row
+    /// engine must run it.
+    async fn collect(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>> {
+        let Some(mut running) = self.begin(query, source).await? else { return Ok(None) };
+        let mut rows = Vec::new();
+        let mut charge = strata_sql::context::Charge::new();
+        loop {
+            match running.next().await? {
+                Next::Rows(mut batch) => {
+                    for r in &batch {
+                        charge.add_row(r)?;
+                    }
+                    rows.append(&mut batch);
+                }
+                Next::End => return Ok(Some(rows)),
+                Next::Cannot(why) => {
+                    tracing::debug!("column engine: {why}; row engine runs the query");
+                    return Ok(None);
+                }
+            }
         }
-        Ok(Some((rows, physical)))
     }
 }
 
 #[async_trait]
 impl ColumnEngine for OlapEngine {
-    async fn run(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>> {
-        Ok(self.execute(query, source).await?.map(|(rows, _)| rows))
+    async fn run(&self, query: &Query, source: &mut ScanSource<'_, '_>, out: &mut QueryOutput<'_>) -> Result<bool> {
+        let Some(mut running) = self.begin(query, source).await? else { return Ok(false) };
+        while !out.full() {
+            match running.next().await? {
+                Next::Rows(rows) => out.push(rows).await?,
+                Next::End => break,
+                // Rows already on their way to the client cannot be taken back.
+                Next::Cannot(why) if !out.take_back() => {
+                    return Err(Error::internal(format!("the column engine failed during the query: {why}")))
+                }
+                Next::Cannot(why) => {
+                    tracing::debug!("column engine: {why}; row engine runs the query");
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
     }
 
     async fn run_analyzed(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<String>>> {
         let started = std::time::Instant::now();
-        let Some((rows, physical)) = self.execute(query, source).await? else { return Ok(None) };
+        let Some(mut running) = self.begin(query, source).await? else { return Ok(None) };
+        let mut count = 0;
+        loop {
+            match running.next().await? {
+                Next::Rows(rows) => count += rows.len(),
+                Next::End => break,
+                Next::Cannot(why) => {
+                    tracing::debug!("column engine: {why}; row engine runs the query");
+                    return Ok(None);
+                }
+            }
+        }
         let elapsed = started.elapsed();
         let mut lines = vec!["ColumnEngine (DataFusion), each operator's metrics:".to_string()];
-        let shown = datafusion::physical_plan::display::DisplayableExecutionPlan::with_metrics(physical.as_ref())
-            .indent(true)
-            .to_string();
+        let shown =
+            datafusion::physical_plan::display::DisplayableExecutionPlan::with_metrics(running.physical.as_ref())
+                .indent(true)
+                .to_string();
         lines.extend(shown.lines().map(|l| format!("  {l}")));
-        lines.push(format!("Rows: {}, execution time: {:.3} ms", rows.len(), elapsed.as_secs_f64() * 1e3));
+        lines.push(format!("Rows: {count}, execution time: {:.3} ms", elapsed.as_secs_f64() * 1e3));
         Ok(Some(lines))
     }
 
@@ -439,7 +511,7 @@ impl ColumnEngine for OlapEngine {
             })
             .collect();
         let query = Query { plan: scan.clone(), columns, subqueries: Arc::new(Vec::new()) };
-        self.run(&query, source).await
+        self.collect(&query, source).await
     }
 
     fn explain(&self, query: &Query, params: &[Value]) -> std::result::Result<Vec<String>, String> {
@@ -510,12 +582,13 @@ impl TrackerPool {
     /// What a failed execution means: the quota error if the pool refused memory (the
     /// statement fails), otherwise nothing — the row engine runs the query and reports
     /// MySQL's own error if it has one.
-    fn failed<T>(&self, e: DataFusionError) -> Result<Option<T>> {
+    /// A failure of DataFusion's: the statement's own error when the memory quota or an
+    /// interrupt caused it, else why the column engine could not run the query.
+    fn failure(&self, e: DataFusionError) -> Result<String> {
         if let Some(err) = self.error.lock().take() {
             return Err(err);
         }
-        tracing::debug!("column engine: execution failed, row engine runs the query: {e}");
-        Ok(None)
+        Ok(format!("execution failed: {e}"))
     }
 }
 

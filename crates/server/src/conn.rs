@@ -177,6 +177,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             // not the connection or the server.
             let mark = self.io.mark();
             if let Err(panic) = AssertUnwindSafe(self.dispatch(cmd)).catch_unwind().await {
+                // A reply partly sent (a streamed result) ends with the error instead.
                 self.io.rewind(mark);
                 let e = strata_sql::session::panicked(&*panic);
                 error!(conn = self.session.conn_id, error = %e, "command panicked");
@@ -330,6 +331,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                     codec::ok_packet(n, last_insert_id, self.status() | more_flag, self.session.warning_count(), &info);
                 self.io.write(&ok);
             }
+            QueryResult::Streamed { .. } => {
+                let eof = codec::eof_packet(self.status() | more_flag, self.session.warning_count());
+                self.io.write(&eof);
+            }
             QueryResult::Rows { columns, rows } => {
                 let mut count = Vec::new();
                 codec::put_lenenc(&mut count, columns.len() as u64);
@@ -370,10 +375,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                 let sql = String::from_utf8_lossy(q).into_owned();
                 debug!(conn = self.session.conn_id, %sql, "query");
                 let allow_multi = self.caps & caps::MULTI_STATEMENTS != 0;
-                let mut files = ClientFiles {
-                    io: &mut self.io,
+                let (status, timeout) = (self.status(), self.session.write_timeout());
+                let mut files = ClientSide {
                     allowed: self.caps & caps::LOCAL_FILES != 0,
-                    transfer: Transfer::Idle,
+                    ..ClientSide::new(&mut self.io, false, status, timeout)
                 };
                 let results = self.session.execute_text_with(&sql, allow_multi, &mut files).await;
                 // A load that failed before the client finished sending: the rest of the file
@@ -390,7 +395,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                         }
                     }
                 }
-                self.broken = files.transfer == Transfer::Broken;
+                self.broken = files.transfer == Transfer::Broken || files.write_failed;
                 let n = results.len();
                 for (i, r) in results.into_iter().enumerate() {
                     match r {
@@ -475,7 +480,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                     }
                 };
                 let started = std::time::Instant::now();
-                let r = self.session.execute_prepared(id, &params).await;
+                let (status, timeout) = (self.status(), self.session.write_timeout());
+                let mut client = ClientSide::new(&mut self.io, true, status, timeout);
+                let r = self.session.execute_prepared_with(id, &params, Some(&mut client)).await;
+                self.broken = client.write_failed;
                 debug!(
                     conn = self.session.conn_id,
                     stmt = id,
@@ -551,17 +559,84 @@ enum Transfer {
     Broken,
 }
 
-/// The client's files for LOAD DATA LOCAL INFILE: the server names the file in a 0xFB
-/// packet and the client answers with its content in packets, ending with an empty one.
-struct ClientFiles<'a, S> {
+/// Queued result rows are sent once they pass this many bytes.
+const STREAM_FLUSH_BYTES: usize = 64 * 1024;
+
+/// The client as a statement reaches it. Files for LOAD DATA LOCAL INFILE: the server
+/// names the file in a 0xFB packet and the client answers with its content in packets,
+/// ending with an empty one. Result sets: written as they are produced, sent whenever
+/// [`STREAM_FLUSH_BYTES`] are queued, each send within net_write_timeout.
+struct ClientSide<'a, S> {
     io: &'a mut PacketIo<Stream<S>>,
     /// The client said it can send files (CLIENT_LOCAL_FILES).
     allowed: bool,
     transfer: Transfer,
+    /// Rows in the binary protocol (COM_STMT_EXECUTE), else text.
+    binary: bool,
+    /// Server status for the packet that ends the column definitions.
+    status: u16,
+    write_timeout: std::time::Duration,
+    /// A send failed or timed out: the client has part of a reply, so the connection ends.
+    write_failed: bool,
+}
+
+impl<'a, S: AsyncRead + AsyncWrite + Unpin + Send> ClientSide<'a, S> {
+    fn new(io: &'a mut PacketIo<Stream<S>>, binary: bool, status: u16, write_timeout: std::time::Duration) -> Self {
+        ClientSide { io, allowed: false, transfer: Transfer::Idle, binary, status, write_timeout, write_failed: false }
+    }
+
+    /// Sends the queued packets if there are enough of them.
+    async fn send_some(&mut self) -> strata_common::Result<()> {
+        if self.io.pending() < STREAM_FLUSH_BYTES {
+            return Ok(());
+        }
+        let err = match tokio::time::timeout(self.write_timeout, self.io.flush()).await {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) => {
+                Error::user(Code::NetErrorOnWrite, format!("Got an error writing communication packets: {e}"))
+            }
+            Err(_) => Error::user(Code::NetWriteInterrupted, "Got timeout writing communication packets"),
+        };
+        self.write_failed = true;
+        Err(err)
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> strata_sql::result::ClientPort for ClientSide<'_, S> {
+    fn files(&mut self) -> &mut dyn strata_sql::load::FileSource {
+        self
+    }
+
+    fn results(&mut self) -> Option<&mut dyn strata_sql::result::ResultSink> {
+        Some(self)
+    }
 }
 
 #[async_trait::async_trait]
-impl<S: AsyncRead + AsyncWrite + Unpin + Send> strata_sql::load::FileSource for ClientFiles<'_, S> {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> strata_sql::result::ResultSink for ClientSide<'_, S> {
+    async fn columns(&mut self, columns: &[Column]) -> strata_common::Result<()> {
+        let mut count = Vec::new();
+        codec::put_lenenc(&mut count, columns.len() as u64);
+        self.io.write(&count);
+        for c in columns {
+            self.io.write(&codec::column_def(c, false));
+        }
+        self.io.write(&codec::eof_packet(self.status, 0));
+        self.send_some().await
+    }
+
+    async fn rows(&mut self, columns: &[Column], rows: &[strata_sql::expr::Row]) -> strata_common::Result<()> {
+        for row in rows {
+            let payload = if self.binary { codec::binary_row(columns, row) } else { codec::text_row(columns, row) };
+            self.io.write(&payload);
+            self.send_some().await?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> strata_sql::load::FileSource for ClientSide<'_, S> {
     async fn open(&mut self, name: &str) -> strata_common::Result<()> {
         if !self.allowed {
             return Err(strata_sql::load::local_disabled());

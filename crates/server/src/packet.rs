@@ -24,12 +24,22 @@ pub struct PacketIo<S> {
     pub seq: u8,
     out: Vec<u8>,
     max_packet: usize,
+    /// Flushes so far (a mark from before the last one cannot be rewound to).
+    flushes: u64,
+}
+
+/// Where the queued output stood, for [`PacketIo::rewind`].
+#[derive(Clone, Copy, Debug)]
+pub struct Mark {
+    len: usize,
+    seq: u8,
+    flushes: u64,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
     /// Wraps a stream.
     pub fn new(stream: S, max_packet: usize) -> PacketIo<S> {
-        PacketIo { stream, seq: 0, out: Vec::with_capacity(16 * 1024), max_packet }
+        PacketIo { stream, seq: 0, out: Vec::with_capacity(16 * 1024), max_packet, flushes: 0 }
     }
 
     /// The underlying stream (to switch it to TLS between packets).
@@ -85,18 +95,29 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
     }
 
     /// Where the queued output stands, to [`rewind`](Self::rewind) to.
-    pub fn mark(&self) -> (usize, u8) {
-        (self.out.len(), self.seq)
+    pub fn mark(&self) -> Mark {
+        Mark { len: self.out.len(), seq: self.seq, flushes: self.flushes }
     }
 
-    /// Drops what was queued after `mark` (a reply that could not be finished).
-    pub fn rewind(&mut self, mark: (usize, u8)) {
-        self.out.truncate(mark.0);
-        self.seq = mark.1;
+    /// Drops what was queued after `mark` (a reply that could not be finished); false, and
+    /// nothing dropped, when part of it has been sent already (a streamed result set).
+    pub fn rewind(&mut self, mark: Mark) -> bool {
+        if self.flushes != mark.flushes {
+            return false;
+        }
+        self.out.truncate(mark.len);
+        self.seq = mark.seq;
+        true
+    }
+
+    /// Bytes queued and not yet sent.
+    pub fn pending(&self) -> usize {
+        self.out.len()
     }
 
     /// Sends everything queued.
     pub async fn flush(&mut self) -> std::io::Result<()> {
+        self.flushes += 1;
         if !self.out.is_empty() {
             self.stream.write_all(&self.out).await?;
             self.out.clear();

@@ -21,6 +21,7 @@ use strata_common::{Code, Error, Result, Value};
 use crate::exec::{scan_batches, ExecCtx, RowSink};
 use crate::expr::Row;
 use crate::plan::{Access, Plan, Query};
+use crate::result::QueryOutput;
 
 /// The engines a session may read from (`tidb_isolation_read_engines`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,9 +139,10 @@ impl<'c, 'a> ScanSource<'c, 'a> {
 /// A vectorized engine that can run some read-only queries.
 #[async_trait]
 pub trait ColumnEngine: Send + Sync {
-    /// Runs `query`, reading tables through `source`. `Ok(None)`: this engine cannot run
-    /// the query with MySQL's semantics; the row engine must.
-    async fn run(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>>;
+    /// Runs `query`, reading tables through `source`, its rows going to `out` batch by
+    /// batch. `Ok(false)`: this engine cannot run the query with MySQL's semantics and
+    /// gave `out` nothing; the row engine must run it.
+    async fn run(&self, query: &Query, source: &mut ScanSource<'_, '_>, out: &mut QueryOutput<'_>) -> Result<bool>;
 
     /// Runs `query` like `run` and gives EXPLAIN ANALYZE's lines instead of its rows: the
     /// plan it ran with each operator's actual rows and time. None: the row engine must run it.

@@ -443,6 +443,17 @@ where
     })
 }
 
+/// Runs a plan, handing its rows to `out` batch by batch until it ends or `out` is full
+/// (sql_select_limit).
+pub async fn execute_into(plan: &Plan, ctx: &mut ExecCtx<'_>, out: &mut crate::result::QueryOutput<'_>) -> Result<()> {
+    let mut s = Stream::build(plan, ctx.profile.is_some());
+    while !out.full() {
+        let Some(batch) = s.next(ctx).await? else { break };
+        out.push(batch.into_vec()).await?;
+    }
+    Ok(())
+}
+
 /// Runs an operator that is not pipelined (`Stream::Whole`): all of its output at once.
 fn whole<'a, 'c>(plan: &'a Plan, ctx: &'a mut ExecCtx<'c>) -> BoxFuture<'a, Result<Rows>>
 where

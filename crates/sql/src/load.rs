@@ -54,7 +54,7 @@ pub trait FileSource: Send {
     async fn read(&mut self) -> Result<Option<Vec<u8>>>;
 }
 
-/// The source of a connection whose client cannot send files.
+/// The client of a connection that cannot send files nor take a streamed result.
 pub struct NoClientFiles;
 
 #[async_trait]
@@ -65,6 +65,16 @@ impl FileSource for NoClientFiles {
 
     async fn read(&mut self) -> Result<Option<Vec<u8>>> {
         Ok(None)
+    }
+}
+
+impl crate::result::ClientPort for NoClientFiles {
+    fn files(&mut self) -> &mut dyn FileSource {
+        self
+    }
+
+    fn results(&mut self) -> Option<&mut dyn crate::result::ResultSink> {
+        None
     }
 }
 

@@ -1,8 +1,11 @@
 //! Statement results as the protocol layer needs them: result sets with column metadata, or
 //! OK packets with affected rows, last insert id and warnings.
 
-use strata_common::{Code, Value};
+use async_trait::async_trait;
+use strata_common::{Code, Result, Value};
 
+use crate::context::Charge;
+use crate::expr::Row;
 use crate::plan::OutputColumn;
 use crate::types::ColumnType;
 
@@ -149,6 +152,12 @@ pub enum QueryResult {
         /// Rows.
         rows: Vec<Vec<Value>>,
     },
+    /// A result set whose columns and rows went to the statement's [`ResultSink`] as they
+    /// were produced; only its end (EOF) is still to send.
+    Streamed {
+        /// Rows sent.
+        rows: u64,
+    },
     /// Success without rows.
     Ok {
         /// Changed rows (or matched rows, see `matched`).
@@ -185,5 +194,119 @@ impl QueryResult {
     /// A result set of text columns.
     pub fn text_rows(names: &[&str], rows: Vec<Vec<Value>>) -> QueryResult {
         QueryResult::Rows { columns: names.iter().map(|n| Column::text(n)).collect(), rows }
+    }
+}
+
+/// Where a query's result set goes while it is computed: the connection writes each batch
+/// of rows to the client before the next is produced, so a result never has to fit in the
+/// server's memory (`mysqldump` of a large table). Without one the rows are collected into
+/// [`QueryResult::Rows`].
+#[async_trait]
+pub trait ResultSink: Send {
+    /// The result's columns: once, before any row.
+    async fn columns(&mut self, columns: &[Column]) -> Result<()>;
+    /// The next rows, in order.
+    async fn rows(&mut self, columns: &[Column], rows: &[Row]) -> Result<()>;
+}
+
+/// What a statement can reach of its client's connection besides the statement text: the
+/// files the client sends (LOAD DATA LOCAL INFILE) and, when it takes them, where result
+/// rows stream to.
+pub trait ClientPort: Send {
+    /// The client's files.
+    fn files(&mut self) -> &mut dyn crate::load::FileSource;
+    /// Where a result set streams to; None: results are collected.
+    fn results(&mut self) -> Option<&mut dyn ResultSink>;
+}
+
+/// A top-level query's rows on their way out: collected (charged to the statement's memory
+/// quota) or streamed to a [`ResultSink`]; capped at `sql_select_limit`.
+pub struct QueryOutput<'s> {
+    columns: Vec<Column>,
+    sink: Option<&'s mut dyn ResultSink>,
+    /// Rows still allowed (sql_select_limit); None: no cap.
+    left: Option<usize>,
+    started: bool,
+    sent: u64,
+    rows: Vec<Row>,
+    charge: Charge,
+}
+
+impl<'s> QueryOutput<'s> {
+    /// An output of these columns, streaming to `sink` when there is one, keeping at most
+    /// `cap` rows.
+    pub fn new(columns: Vec<Column>, sink: Option<&'s mut dyn ResultSink>, cap: Option<usize>) -> QueryOutput<'s> {
+        QueryOutput { columns, sink, left: cap, started: false, sent: 0, rows: Vec::new(), charge: Charge::new() }
+    }
+
+    /// Whether some of the result has gone to the client already (so the query can no
+    /// longer start over on another engine).
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// Forgets the rows given so far, so that another engine can produce the result; false
+    /// when some have gone to the client already.
+    pub fn take_back(&mut self) -> bool {
+        if self.started {
+            return false;
+        }
+        if let Some(left) = &mut self.left {
+            *left += self.sent as usize;
+        }
+        self.sent = 0;
+        self.rows.clear();
+        self.charge = Charge::new();
+        true
+    }
+
+    /// Whether the cap is reached: the producer may stop.
+    pub fn full(&self) -> bool {
+        self.left == Some(0)
+    }
+
+    /// Adds rows to the result.
+    pub async fn push(&mut self, mut rows: Vec<Row>) -> Result<()> {
+        if let Some(left) = &mut self.left {
+            rows.truncate(*left);
+            *left -= rows.len();
+        }
+        if rows.is_empty() {
+            return Ok(());
+        }
+        self.sent += rows.len() as u64;
+        match &mut self.sink {
+            Some(sink) => {
+                if !self.started {
+                    self.started = true;
+                    sink.columns(&self.columns).await?;
+                }
+                sink.rows(&self.columns, &rows).await
+            }
+            None => {
+                for r in &rows {
+                    self.charge.add_row(r)?;
+                }
+                self.rows.append(&mut rows);
+                Ok(())
+            }
+        }
+    }
+
+    /// The statement's result: the collected rows, or the streamed result's count (its
+    /// columns sent now if no row was).
+    pub async fn finish(mut self) -> Result<QueryResult> {
+        match self.sink.take() {
+            Some(sink) => {
+                if !self.started {
+                    sink.columns(&self.columns).await?;
+                }
+                Ok(QueryResult::Streamed { rows: self.sent })
+            }
+            None => Ok(QueryResult::Rows {
+                columns: std::mem::take(&mut self.columns),
+                rows: std::mem::take(&mut self.rows),
+            }),
+        }
     }
 }

@@ -30,7 +30,7 @@ use crate::dml::DmlCtx;
 use crate::exec::{execute, ExecCtx};
 use crate::interrupt::{self, Interrupt};
 use crate::process::{self, Process};
-use crate::result::{Column, QueryResult};
+use crate::result::{ClientPort, Column, QueryOutput, QueryResult, ResultSink};
 use crate::variables;
 
 /// State shared by every session of a SQL node.
@@ -635,6 +635,12 @@ impl Session {
         std::time::Duration::from_secs(secs as u64)
     }
 
+    /// How long one write of a result to the client may take (net_write_timeout, seconds).
+    pub fn write_timeout(&self) -> std::time::Duration {
+        let secs = self.vars.get("net_write_timeout").and_then(|v| v.as_i64()).unwrap_or(60).clamp(1, 31_536_000);
+        std::time::Duration::from_secs(secs as u64)
+    }
+
     /// An interactive client: its wait_timeout starts as interactive_timeout.
     pub fn start_interactive(&mut self) {
         if let Some(v) = self.vars.get("interactive_timeout").cloned() {
@@ -967,29 +973,33 @@ impl Session {
     }
 
     /// [`execute_text`](Self::execute_text) on a connection whose client can send files
-    /// (`LOAD DATA LOCAL INFILE` reads them from `client_files`).
+    /// (`LOAD DATA LOCAL INFILE` reads them from `client`) and take a result set as it is
+    /// produced: the result of a text holding one query streams to `client`'s sink.
     pub async fn execute_text_with(
         &mut self,
         sql: &str,
         allow_multi: bool,
-        client_files: &mut dyn crate::load::FileSource,
+        client: &mut dyn ClientPort,
     ) -> Vec<Result<QueryResult>> {
         self.process.set_statement(Some(Arc::from(sql)));
-        let r = self.execute_text_inner(sql, allow_multi, client_files).await;
+        let r = self.execute_text_inner(sql, allow_multi, client, true).await;
         self.process.set_statement(None);
         r
     }
 
+    /// Runs a text's statements; the result of a lone query streams to `client` if
+    /// `stream` (not in a text of several: each result is sent after all have run).
     async fn execute_text_inner(
         &mut self,
         sql: &str,
         allow_multi: bool,
-        client_files: &mut dyn crate::load::FileSource,
+        client: &mut dyn ClientPort,
+        stream: bool,
     ) -> Vec<Result<QueryResult>> {
         if let Some(spec) = crate::load::parse(sql) {
             self.warnings.clear();
             let r = match spec {
-                Ok(spec) => self.load_data(spec, client_files).await,
+                Ok(spec) => self.load_data(spec, client.files()).await,
                 Err(e) => Err(e),
             };
             return vec![r];
@@ -1005,7 +1015,7 @@ impl Session {
             if pieces.len() > 1 {
                 let mut out = Vec::with_capacity(pieces.len());
                 for piece in pieces {
-                    let r = Box::pin(self.execute_text_inner(piece, false, client_files)).await;
+                    let r = Box::pin(self.execute_text_inner(piece, false, client, false)).await;
                     let failed = r.iter().any(|r| r.is_err());
                     out.extend(r);
                     if failed {
@@ -1026,6 +1036,10 @@ impl Session {
             return vec![Err(Error::parse(
                 "You have an error in your SQL syntax; several statements need CLIENT_MULTI_STATEMENTS",
             ))];
+        }
+        if let [stmt] = stmts.as_slice() {
+            let sink = if stream { client.results() } else { None };
+            return vec![self.run_with(stmt, &[], sink).await];
         }
         let mut out = Vec::with_capacity(stmts.len());
         for s in stmts {
@@ -1103,6 +1117,17 @@ impl Session {
 
     /// Executes a prepared statement.
     pub async fn execute_prepared(&mut self, id: u32, params: &[Value]) -> Result<QueryResult> {
+        self.execute_prepared_with(id, params, None).await
+    }
+
+    /// [`execute_prepared`](Self::execute_prepared), a query's rows streaming to `sink`
+    /// when there is one.
+    pub async fn execute_prepared_with(
+        &mut self,
+        id: u32,
+        params: &[Value],
+        sink: Option<&mut dyn ResultSink>,
+    ) -> Result<QueryResult> {
         let stmt = match self.prepared.get(&id) {
             Some(p) => {
                 if p.params != params.len() {
@@ -1118,7 +1143,7 @@ impl Session {
                 ))
             }
         };
-        let r = self.run(&stmt, params).await;
+        let r = self.run_with(&stmt, params, sink).await;
         self.process.set_statement(None);
         r
     }
@@ -1821,6 +1846,16 @@ impl Session {
 
     /// Runs one statement.
     pub async fn run(&mut self, stmt: &ast::Statement, params: &[Value]) -> Result<QueryResult> {
+        self.run_with(stmt, params, None).await
+    }
+
+    /// [`run`](Self::run), a query's result set streaming to `sink` when there is one.
+    pub async fn run_with(
+        &mut self,
+        stmt: &ast::Statement,
+        params: &[Value],
+        sink: Option<&mut dyn ResultSink>,
+    ) -> Result<QueryResult> {
         use ast::Statement as S;
         self.warnings.clear();
         self.check_access(stmt)?;
@@ -1836,9 +1871,10 @@ impl Session {
             ),
         };
         let r = match stmt {
-            S::Query(_) | S::Insert(_) | S::Update(_) | S::Delete(_) => self.run_in_txn(stmt, params).await,
+            S::Query(_) => self.run_in_txn(stmt, params, sink).await,
+            S::Insert(_) | S::Update(_) | S::Delete(_) => self.run_in_txn(stmt, params, None).await,
             // EXPLAIN ANALYZE runs the query, in the session's transaction like a SELECT.
-            S::Explain { analyze: true, .. } => self.run_in_txn(stmt, params).await,
+            S::Explain { analyze: true, .. } => self.run_in_txn(stmt, params, None).await,
             S::StartTransaction { .. } => {
                 // As in MySQL, starting a transaction releases LOCK TABLES.
                 self.engine.table_locks.unlock_tables(self.conn_id);
@@ -2044,13 +2080,27 @@ impl Session {
         Ok(plan_result(lines))
     }
 
-    async fn run_in_txn(&mut self, stmt: &ast::Statement, params: &[Value]) -> Result<QueryResult> {
+    async fn run_in_txn(
+        &mut self,
+        stmt: &ast::Statement,
+        params: &[Value],
+        sink: Option<&mut dyn ResultSink>,
+    ) -> Result<QueryResult> {
         // An autocommit statement that lost the race with a schema change (8028) had no
-        // visible effect; it runs again against the new schema, as TiDB retries it.
+        // visible effect; it runs again against the new schema, as TiDB retries it — unless
+        // part of its result has gone to the client.
+        let mut sink = sink.map(|sink| Watched { sink, started: false });
         let mut attempt = 0;
         loop {
-            match self.run_in_txn_once(Work::Statement(stmt, params)).await {
-                Err(e) if e.code() == Code::InfoSchemaChanged && attempt < 5 => attempt += 1,
+            let out = sink.as_mut().map(|w| w as &mut dyn ResultSink);
+            match self.run_in_txn_once(Work::Statement(stmt, params, out)).await {
+                Err(e)
+                    if e.code() == Code::InfoSchemaChanged
+                        && attempt < 5
+                        && !sink.as_ref().is_some_and(|w| w.started) =>
+                {
+                    attempt += 1
+                }
                 other => return other,
             }
         }
@@ -2121,7 +2171,7 @@ impl Session {
         }
         // max_execution_time (ms) limits SELECTs, as in MySQL: a timer trips the kill switch.
         let limit_ms = match work {
-            Work::Statement(ast::Statement::Query(_) | ast::Statement::Explain { analyze: true, .. }, _) => {
+            Work::Statement(ast::Statement::Query(_) | ast::Statement::Explain { analyze: true, .. }, _, _) => {
                 self.vars.get("max_execution_time").and_then(|v| v.as_i64()).unwrap_or(0)
             }
             _ => 0,
@@ -2145,7 +2195,9 @@ impl Session {
             let max_line = env.limits.max_allowed_packet;
             let statement = async {
                 match work {
-                    Work::Statement(stmt, params) => exec_statement(engine, &mut txn, &info, stmt, params).await,
+                    Work::Statement(stmt, params, sink) => {
+                        exec_statement(engine, &mut txn, &info, stmt, params, sink).await
+                    }
                     Work::Load(spec, source, vars) => {
                         let dml = DmlCtx { catalog: &engine.catalog, session: &info, params: &[] };
                         crate::load::run(&dml, &mut txn, spec, source, max_line, vars).await
@@ -2443,19 +2495,39 @@ pub(crate) fn now() -> DateTime {
 
 /// What [`Session::run_in_txn_once`] runs.
 enum Work<'a> {
-    /// A query or DML statement with its parameters.
-    Statement(&'a ast::Statement, &'a [Value]),
+    /// A query or DML statement with its parameters (and where a query's rows stream to).
+    Statement(&'a ast::Statement, &'a [Value], Option<&'a mut dyn ResultSink>),
     /// LOAD DATA from a source; the user variables it sets go to the vector.
     Load(&'a crate::load::LoadSpec, &'a mut dyn crate::load::FileSource, &'a mut Vec<(String, Value)>),
 }
 
-/// Runs a query or DML statement inside `txn`.
+/// A sink that notes whether anything went through it.
+struct Watched<'a> {
+    sink: &'a mut dyn ResultSink,
+    started: bool,
+}
+
+#[async_trait::async_trait]
+impl ResultSink for Watched<'_> {
+    async fn columns(&mut self, columns: &[Column]) -> Result<()> {
+        self.started = true;
+        self.sink.columns(columns).await
+    }
+
+    async fn rows(&mut self, columns: &[Column], rows: &[crate::expr::Row]) -> Result<()> {
+        self.sink.rows(columns, rows).await
+    }
+}
+
+/// Runs a query or DML statement inside `txn`; a query's rows stream to `sink` when there
+/// is one.
 pub async fn exec_statement(
     engine: &Engine,
     txn: &mut Transaction,
     info: &SessionInfo,
     stmt: &ast::Statement,
     params: &[Value],
+    sink: Option<&mut dyn ResultSink>,
 ) -> Result<QueryResult> {
     let dml = DmlCtx { catalog: &engine.catalog, session: info, params };
     match stmt {
@@ -2472,23 +2544,18 @@ pub async fn exec_statement(
                 Some(Value::Int(n)) if !own_limit => Some(usize::try_from(*n).unwrap_or(0)),
                 _ => None,
             };
-            let capped = |mut rows: Vec<crate::expr::Row>| {
-                if let Some(n) = cap {
-                    rows.truncate(n);
-                }
-                rows
-            };
+            let mut out = QueryOutput::new(columns, sink, cap);
             if let Some(column) = column_engine_for(engine, info, &query) {
                 let mut source = crate::column::ScanSource::new(&mut ctx);
-                if let Some(rows) = column.run(&query, &mut source).await? {
+                if column.run(&query, &mut source, &mut out).await? {
                     context::count_reads(context::Read::Columnar, 1);
-                    return Ok(QueryResult::Rows { columns, rows: capped(rows) });
+                    return out.finish().await;
                 }
                 context::count_reads(context::Read::ColumnarFallback, 1);
             }
             ctx.replica_scans = replica_scans_for(engine, info, &query);
-            let rows = execute(&query.plan, &mut ctx).await?.into_vec();
-            Ok(QueryResult::Rows { columns, rows: capped(rows) })
+            crate::exec::execute_into(&query.plan, &mut ctx, &mut out).await?;
+            out.finish().await
         }
         ast::Statement::Explain { statement, .. } => match statement.as_ref() {
             ast::Statement::Query(q) => explain_analyze(engine, txn, info, q, params).await,

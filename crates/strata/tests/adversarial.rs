@@ -60,6 +60,7 @@ async fn hostile_statements_fail_cleanly_and_the_server_goes_on() {
     injected_panic(&mut c, &pool).await;
     joins_of_many_tables(&mut c, &pool).await;
     statement_memory_quota(&mut c, &pool).await;
+    results_stream(&mut c, &pool).await;
     limits_read_a_batch(&mut c, &pool).await;
     let peak = server.peak_rss();
     assert!(peak < 2 << 30, "server peak RSS {} MiB", peak >> 20);
@@ -127,6 +128,42 @@ async fn statement_memory_quota(c: &mut Conn, pool: &Pool) {
     assert_eq!(n, Some(2000));
     let q: Option<i64> = c.query_first("SELECT @@tidb_mem_quota_query").await.expect("quota");
     assert_eq!(q, Some(64 << 20));
+    c.query_drop("SET tidb_mem_quota_query = 1073741824").await.expect("reset quota");
+}
+
+/// A result set far larger than the statement's memory quota streams to the client — text
+/// and binary protocol, row and column engine — while an ORDER BY, which must hold its
+/// rows, still fails with 8175. An error after rows have gone out ends the result set and
+/// the session goes on. Uses `big` from [`statement_memory_quota`].
+async fn results_stream(c: &mut Conn, pool: &Pool) {
+    c.query_drop("SET tidb_mem_quota_query = 16777216").await.expect("set quota");
+    // 50 x 2000 rows of ~450 bytes: ~50 MB if held, three times the quota.
+    let sql = "SELECT a.id, b.id, a.pad, b.pad FROM big a JOIN big b WHERE a.id < 50";
+    for engines in ["tikv", "tiflash"] {
+        c.query_drop(format!("SET tidb_isolation_read_engines = '{engines}'")).await.expect("engines");
+        type Joined = (i64, i64, String, String);
+        let text: Vec<Joined> = c.query(sql).await.unwrap_or_else(|e| panic!("{engines} text: {e}"));
+        let binary: Vec<Joined> = c.exec(sql, ()).await.unwrap_or_else(|e| panic!("{engines} binary: {e}"));
+        for rows in [&text, &binary] {
+            assert_eq!(rows.len(), 50 * 2000, "{engines}");
+            let sum: i64 = rows.iter().map(|r| r.0 * 2000 + r.1).sum();
+            assert_eq!(sum, (0..50 * 2000).sum::<i64>(), "{engines}: every pair once");
+            assert!(rows.iter().all(|r| r.2.len() == 200 && r.3.len() == 200));
+        }
+        let e = error_of(c, &format!("{sql} ORDER BY a.pad, b.pad, a.id, b.id")).await;
+        assert_eq!(e, 8175, "{engines}: a sort holds its rows");
+    }
+    c.query_drop("SET tidb_isolation_read_engines = 'tikv,tiflash'").await.expect("engines");
+    // The subquery gives two rows from id 1500 on (1242), after ~300 KB of rows were sent.
+    let e = error_of(
+        c,
+        "SELECT a.id, a.pad, (SELECT b.id FROM big b WHERE b.id IN (a.id, a.id + 1) AND a.id >= 1500) FROM big a",
+    )
+    .await;
+    assert_eq!(e, 1242);
+    let one: Option<i64> = c.query_first("SELECT 1").await.expect("the session goes on");
+    assert_eq!(one, Some(1));
+    alive(pool).await;
     c.query_drop("SET tidb_mem_quota_query = 1073741824").await.expect("reset quota");
 }
 
