@@ -18,6 +18,7 @@
 //! recursive CTEs, GROUP_CONCAT, ROLLUP, most functions) is a [`Skip`]: the row engine
 //! runs the query.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, IntervalMonthDayNano};
@@ -32,7 +33,9 @@ use datafusion::logical_expr::{
 use strata_common::time::DateTime;
 use strata_common::Value;
 use strata_sql::catalog::TableInfo;
-use strata_sql::expr::{AggCall, AggFunc, BinOp, CastType, EvalCtx, Expr, SubqueryKind, SubqueryValues, UnaryOp};
+use strata_sql::expr::{
+    AggCall, AggFunc, BinOp, CastType, EvalCtx, Expr, SubqueryKind, SubqueryValues, UnaryOp, WindowCall, WindowFunc,
+};
 use strata_sql::plan::{Access, JoinKind, Plan, Query, SubqueryPlan};
 use strata_sql::types::ColumnType;
 use strata_sql::typing::{expr_type, int_digits, SqlType, TypeEnv};
@@ -429,7 +432,7 @@ impl<'q> Translator<'q> {
                 let plan = LogicalPlanBuilder::from(node.plan).project(cols).map_err(df)?.build().map_err(df)?;
                 Ok(Node { plan, types: node.types.into_iter().take(*width).collect() })
             }
-            Plan::Window { .. } => Err(Skip::new("window functions")),
+            Plan::Window { input, calls } => self.window(input, calls),
             Plan::Recursive { .. } | Plan::WorkTable(_) => Err(Skip::new("recursive CTE")),
         }
     }
@@ -622,85 +625,9 @@ impl<'q> Translator<'q> {
         let mut partials = Vec::new();
         let mut finals: Vec<Final> = Vec::new();
         for call in aggs {
-            let t = self.ty(&Expr::Agg(Box::new(call.clone())), &inp);
-            // A DECIMAL result wider than Decimal128 keeps its scale at 38 digits (the
-            // values fit: they are computed in Decimal128).
-            let target = t.ty.as_ref().and_then(|ty| match ty {
-                ColumnType::Decimal { precision, scale } if *precision > MAX_DECIMAL128 => {
-                    Some(dec(MAX_DECIMAL128, (*scale).min(MAX_DECIMAL128)))
-                }
-                ty => arrow_type(ty),
-            });
-            let arg_t = call.args.first().map(|a| self.ty(a, &inp)).unwrap_or_else(SqlType::null);
-            let arg = match call.func {
-                AggFunc::CountStar => None,
-                _ if call.args.len() == 1 => Some(self.value(&call.args[0], &inp)?),
-                _ => return Err(Skip::new("aggregate with several arguments")),
-            };
-            if call.distinct && !matches!(call.func, AggFunc::Count | AggFunc::Min | AggFunc::Max) {
-                return Err(Skip::new("DISTINCT aggregate other than COUNT"));
-            }
-            let name = self.fresh();
-            let cast_to = move |e: DfExpr| match &target {
-                Some(dt) => cast(e, dt.clone()),
-                None => e,
-            };
-            match (call.func, arg) {
-                (AggFunc::CountStar, _) => {
-                    partials.push(agg::count(lit(1i64)).alias(name.clone()));
-                    finals.push(Box::new(move |c| c(&name)));
-                }
-                (AggFunc::Count, Some(a)) => {
-                    partials
-                        .push(if call.distinct { agg::count_distinct(a) } else { agg::count(a) }.alias(name.clone()));
-                    finals.push(Box::new(move |c| c(&name)));
-                }
-                (AggFunc::Min | AggFunc::Max, Some(a)) => {
-                    let e = if call.func == AggFunc::Min { agg::min(a) } else { agg::max(a) };
-                    partials.push(e.alias(name.clone()));
-                    finals.push(Box::new(move |c| cast_to(c(&name))));
-                }
-                (AggFunc::First, Some(a)) => {
-                    partials.push(agg::first_value(a, vec![]).alias(name.clone()));
-                    finals.push(Box::new(move |c| cast_to(c(&name))));
-                }
-                (AggFunc::Sum, Some(a)) => {
-                    let a = match class(&arg_t) {
-                        Class::Double => cast(a, DataType::Float64),
-                        Class::Int | Class::Null => cast(a, dec(MAX_DECIMAL128, 0)),
-                        Class::Decimal => a,
-                        _ => return Err(Skip::new("SUM of a non-number")),
-                    };
-                    partials.push(agg::sum(a).alias(name.clone()));
-                    finals.push(Box::new(move |c| cast_to(c(&name))));
-                }
-                (AggFunc::Avg, Some(a)) => match class(&arg_t) {
-                    Class::Double => {
-                        partials.push(agg::avg(cast(a, DataType::Float64)).alias(name.clone()));
-                        finals.push(Box::new(move |c| cast_to(c(&name))));
-                    }
-                    Class::Int | Class::Decimal => {
-                        let (_, s) = decimal_form(&arg_t).unwrap_or((MAX_DECIMAL128, 0));
-                        let a = if class(&arg_t) == Class::Int { cast(a, dec(MAX_DECIMAL128, 0)) } else { a };
-                        let count_name = self.fresh();
-                        partials.push(agg::sum(a.clone()).alias(name.clone()));
-                        partials.push(agg::count(a).alias(count_name.clone()));
-                        finals.push(Box::new(move |c| {
-                            let sum = cast(c(&name), dec(MAX_DECIMAL128, s + 1));
-                            let count = cast(c(&count_name), dec(20, 0));
-                            let zero = lit(ScalarValue::Decimal128(Some(0), 20, 0));
-                            let q = binary_expr(
-                                sum,
-                                Operator::Divide,
-                                datafusion::functions::core::nullif().call(vec![count, zero]),
-                            );
-                            cast_to(q)
-                        }));
-                    }
-                    _ => return Err(Skip::new("AVG of a non-number")),
-                },
-                (f, _) => return Err(Skip::new(format!("aggregate {f:?}"))),
-            }
+            let (parts, fin, t) = self.agg_call(call, &inp)?;
+            partials.extend(parts.into_iter().map(|(name, e)| e.alias(name)));
+            finals.push(fin);
             types.push(t);
         }
         let agg_plan =
@@ -717,6 +644,215 @@ impl<'q> Translator<'q> {
             out.push(f(&column).alias(self.fresh()));
         }
         let plan = LogicalPlanBuilder::from(agg_plan).project(out).map_err(df)?.build().map_err(df)?;
+        Ok(Node { plan, types })
+    }
+
+    /// One aggregate call as DataFusion aggregates (each with the name its result gets) and
+    /// the final expression over their results, with the call's MySQL type.
+    fn agg_call(&mut self, call: &AggCall, inp: &Input) -> R<(Vec<(String, DfExpr)>, Final, SqlType)> {
+        let t = self.ty(&Expr::Agg(Box::new(call.clone())), inp);
+        // A DECIMAL result wider than Decimal128 keeps its scale at 38 digits (the values
+        // fit: they are computed in Decimal128).
+        let target = t.ty.as_ref().and_then(|ty| match ty {
+            ColumnType::Decimal { precision, scale } if *precision > MAX_DECIMAL128 => {
+                Some(dec(MAX_DECIMAL128, (*scale).min(MAX_DECIMAL128)))
+            }
+            ty => arrow_type(ty),
+        });
+        let arg_t = call.args.first().map(|a| self.ty(a, inp)).unwrap_or_else(SqlType::null);
+        let arg = match call.func {
+            AggFunc::CountStar => None,
+            _ if call.args.len() == 1 => Some(self.value(&call.args[0], inp)?),
+            _ => return Err(Skip::new("aggregate with several arguments")),
+        };
+        if call.distinct && !matches!(call.func, AggFunc::Count | AggFunc::Min | AggFunc::Max) {
+            return Err(Skip::new("DISTINCT aggregate other than COUNT"));
+        }
+        let name = self.fresh();
+        let cast_to = move |e: DfExpr| match &target {
+            Some(dt) => cast(e, dt.clone()),
+            None => e,
+        };
+        let mut partials = Vec::new();
+        let fin: Final = match (call.func, arg) {
+            (AggFunc::CountStar, _) => {
+                partials.push((name.clone(), agg::count(lit(1i64))));
+                Box::new(move |c| c(&name))
+            }
+            (AggFunc::Count, Some(a)) => {
+                partials.push((name.clone(), if call.distinct { agg::count_distinct(a) } else { agg::count(a) }));
+                Box::new(move |c| c(&name))
+            }
+            (AggFunc::Min | AggFunc::Max, Some(a)) => {
+                partials.push((name.clone(), if call.func == AggFunc::Min { agg::min(a) } else { agg::max(a) }));
+                Box::new(move |c| cast_to(c(&name)))
+            }
+            (AggFunc::First, Some(a)) => {
+                partials.push((name.clone(), agg::first_value(a, vec![])));
+                Box::new(move |c| cast_to(c(&name)))
+            }
+            (AggFunc::Sum, Some(a)) => {
+                let a = match class(&arg_t) {
+                    Class::Double => cast(a, DataType::Float64),
+                    Class::Int | Class::Null => cast(a, dec(MAX_DECIMAL128, 0)),
+                    Class::Decimal => a,
+                    _ => return Err(Skip::new("SUM of a non-number")),
+                };
+                partials.push((name.clone(), agg::sum(a)));
+                Box::new(move |c| cast_to(c(&name)))
+            }
+            (AggFunc::Avg, Some(a)) => match class(&arg_t) {
+                Class::Double => {
+                    partials.push((name.clone(), agg::avg(cast(a, DataType::Float64))));
+                    Box::new(move |c| cast_to(c(&name)))
+                }
+                Class::Int | Class::Decimal => {
+                    let (_, s) = decimal_form(&arg_t).unwrap_or((MAX_DECIMAL128, 0));
+                    let a = if class(&arg_t) == Class::Int { cast(a, dec(MAX_DECIMAL128, 0)) } else { a };
+                    let count_name = self.fresh();
+                    partials.push((name.clone(), agg::sum(a.clone())));
+                    partials.push((count_name.clone(), agg::count(a)));
+                    Box::new(move |c| {
+                        let sum = cast(c(&name), dec(MAX_DECIMAL128, s + 1));
+                        let count = cast(c(&count_name), dec(20, 0));
+                        let zero = lit(ScalarValue::Decimal128(Some(0), 20, 0));
+                        let q = binary_expr(
+                            sum,
+                            Operator::Divide,
+                            datafusion::functions::core::nullif().call(vec![count, zero]),
+                        );
+                        cast_to(q)
+                    })
+                }
+                _ => return Err(Skip::new("AVG of a non-number")),
+            },
+            (f, _) => return Err(Skip::new(format!("aggregate {f:?}"))),
+        };
+        Ok((partials, fin, t))
+    }
+
+    /// Window functions: the input's columns, then one column per call (MySQL's default
+    /// frame: with ORDER BY from the partition's start to the current row's last peer,
+    /// else the whole partition). NULLs sort first ascending, as in MySQL.
+    fn window(&mut self, input: &Plan, calls: &[WindowCall]) -> R<Node> {
+        use datafusion::functions_window::expr_fn as win;
+        use datafusion::logical_expr::{ExprFunctionExt, WindowFrame, WindowFunctionDefinition};
+        let node = self.plan(input)?;
+        let inp = Input::of(&node.plan, &node.types);
+        let mut types = node.types.clone();
+        let mut window_exprs = Vec::new();
+        let mut finals: Vec<(Final, HashMap<String, String>)> = Vec::new();
+        for call in calls {
+            let t = self.ty(&Expr::Window(Box::new(call.clone())), &inp);
+            let partition = call.partition.iter().map(|p| self.value(p, &inp)).collect::<R<Vec<_>>>()?;
+            let mut order = Vec::with_capacity(call.order.len());
+            for (e, desc) in &call.order {
+                order.push(self.value(e, &inp)?.sort(!desc, !desc));
+            }
+            let frame = WindowFrame::new((!call.whole_partition && !order.is_empty()).then_some(false));
+            let over = |f: DfExpr| -> R<DfExpr> {
+                f.partition_by(partition.clone())
+                    .order_by(order.clone())
+                    .window_frame(frame.clone())
+                    .build()
+                    .map_err(df)
+            };
+            let arg = |this: &mut Self, k: usize| -> R<DfExpr> {
+                let a = call.args.get(k).ok_or_else(|| Skip::new("window function argument"))?;
+                this.value(a, &inp)
+            };
+            let target = t.ty.as_ref().and_then(arrow_type);
+            // The DataFusion expressions of the call, by the name its final expression reads
+            // them as; window expressions cannot be aliased, so their columns go by their
+            // own names.
+            let (parts, fin): (Vec<(String, DfExpr)>, Final) = match call.func {
+                WindowFunc::Agg(_, true) => return Err(Skip::new("DISTINCT window aggregate")),
+                WindowFunc::Agg(func, false) => {
+                    let (parts, fin, _) =
+                        self.agg_call(&AggCall { func, args: call.args.clone(), distinct: false }, &inp)?;
+                    let mut windowed = Vec::with_capacity(parts.len());
+                    for (name, e) in parts {
+                        let DfExpr::AggregateFunction(f) = e else { return Err(Skip::new("window aggregate")) };
+                        let w = datafusion::logical_expr::expr::WindowFunction::new(
+                            WindowFunctionDefinition::AggregateUDF(f.func),
+                            f.params.args,
+                        );
+                        windowed.push((name, DfExpr::from(w)));
+                    }
+                    (windowed, fin)
+                }
+                func => {
+                    let e = match func {
+                        WindowFunc::RowNumber => win::row_number(),
+                        WindowFunc::Rank => win::rank(),
+                        WindowFunc::DenseRank => win::dense_rank(),
+                        WindowFunc::FirstValue => win::first_value(arg(self, 0)?),
+                        WindowFunc::LastValue => win::last_value(arg(self, 0)?),
+                        _ => {
+                            let a = arg(self, 0)?;
+                            let a_t = self.ty(&call.args[0], &inp);
+                            // DataFusion wants the offset and the default as constants of
+                            // the argument's type.
+                            let offset = match call.args.get(1) {
+                                Some(o) => self.fold(o)?.as_i64().ok_or_else(|| Skip::new("LAG/LEAD offset"))?,
+                                None => 1,
+                            };
+                            let default = match call.args.get(2) {
+                                Some(d) if self.ty(d, &inp).ty.is_some() && class(&self.ty(d, &inp)) != class(&a_t) => {
+                                    return Err(Skip::new("LAG/LEAD default of another type"))
+                                }
+                                Some(d) => Some(scalar(&self.fold(d)?, a_t.ty.as_ref())?),
+                                None => None,
+                            };
+                            let a = match a_t.ty.as_ref().and_then(arrow_type) {
+                                Some(dt) => cast(a, dt),
+                                None => a,
+                            };
+                            if func == WindowFunc::Lag {
+                                win::lag(a, Some(offset), default)
+                            } else {
+                                win::lead(a, Some(offset), default)
+                            }
+                        }
+                    };
+                    let name = self.fresh();
+                    let fin: Final = Box::new({
+                        let name = name.clone();
+                        move |c| match target {
+                            Some(dt) => cast(c(&name), dt),
+                            None => c(&name),
+                        }
+                    });
+                    (vec![(name, e)], fin)
+                }
+            };
+            let mut names = HashMap::new();
+            for (name, e) in parts {
+                let e = over(e)?;
+                let own = e.schema_name().to_string();
+                if !window_exprs.iter().any(|w: &DfExpr| w.schema_name().to_string() == own) {
+                    window_exprs.push(e);
+                }
+                names.insert(name, own);
+            }
+            finals.push((fin, names));
+            types.push(t);
+        }
+        // One DataFusion window node per distinct PARTITION BY / ORDER BY.
+        let windowed = LogicalPlanBuilder::window_plan(node.plan, window_exprs).map_err(df)?;
+        let schema = windowed.schema().clone();
+        let mut out: Vec<DfExpr> = inp.cols.iter().cloned().map(DfExpr::Column).collect();
+        for (fin, names) in finals {
+            let column = |name: &str| -> DfExpr {
+                let own = names.get(name).map_or(name, |n| n.as_str());
+                match schema.columns().into_iter().find(|c| c.name == own) {
+                    Some(c) => DfExpr::Column(c),
+                    None => DfExpr::Column(Column::from_name(own)),
+                }
+            };
+            out.push(fin(&column).alias(self.fresh()));
+        }
+        let plan = LogicalPlanBuilder::from(windowed).project(out).map_err(df)?.build().map_err(df)?;
         Ok(Node { plan, types })
     }
 
