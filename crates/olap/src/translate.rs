@@ -101,6 +101,9 @@ impl TypeEnv for Env<'_> {
 /// The final expression of an aggregate call, given a lookup of its partial results by name.
 type Final = Box<dyn FnOnce(&dyn Fn(&str) -> DfExpr) -> DfExpr>;
 
+/// DataFusion expressions with the names their results are read by.
+type Named = Vec<(String, DfExpr)>;
+
 /// Estimated rows of a row plan, from statistics (None without them).
 pub type RowEstimate<'a> = dyn Fn(&Plan) -> Option<f64> + Send + Sync + 'a;
 
@@ -649,7 +652,7 @@ impl<'q> Translator<'q> {
 
     /// One aggregate call as DataFusion aggregates (each with the name its result gets) and
     /// the final expression over their results, with the call's MySQL type.
-    fn agg_call(&mut self, call: &AggCall, inp: &Input) -> R<(Vec<(String, DfExpr)>, Final, SqlType)> {
+    fn agg_call(&mut self, call: &AggCall, inp: &Input) -> R<(Named, Final, SqlType)> {
         let t = self.ty(&Expr::Agg(Box::new(call.clone())), inp);
         // A DECIMAL result wider than Decimal128 keeps its scale at 38 digits (the values
         // fit: they are computed in Decimal128).
@@ -765,7 +768,7 @@ impl<'q> Translator<'q> {
             // The DataFusion expressions of the call, by the name its final expression reads
             // them as; window expressions cannot be aliased, so their columns go by their
             // own names.
-            let (parts, fin): (Vec<(String, DfExpr)>, Final) = match call.func {
+            let (parts, fin): (Named, Final) = match call.func {
                 WindowFunc::Agg(_, true) => return Err(Skip::new("DISTINCT window aggregate")),
                 WindowFunc::Agg(func, false) => {
                     let (parts, fin, _) =
