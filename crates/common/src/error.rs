@@ -141,7 +141,16 @@ codes! {
     ViewInvalid = 1356, "HY000";
     ViewRecursive = 1462, "HY000";
     CteMaxRecursionDepth = 3636, "HY000";
-    FieldInGroupingNotGroupBy = 3580, "HY000";
+    FieldInGroupingNotGroupBy = 3602, "HY000";
+    WindowNoSuchWindow = 3579, "HY000";
+    WindowCircularity = 3580, "HY000";
+    WindowNoChildPartitioning = 3581, "HY000";
+    WindowNoInheritFrame = 3582, "HY000";
+    WindowNoRedefineOrderBy = 3583, "HY000";
+    WindowFrameStartIllegal = 3584, "HY000";
+    WindowFrameEndIllegal = 3585, "HY000";
+    WindowFrameIllegal = 3586, "HY000";
+    WindowDuplicateName = 3591, "HY000";
     WindowInvalidUse = 3593, "HY000";
     CteRecursiveRequiresUnion = 3573, "HY000";
     WrongNumberOfColumnsInSelect = 1222, "21000";

@@ -739,7 +739,10 @@ impl<'q> Translator<'q> {
     /// else the whole partition). NULLs sort first ascending, as in MySQL.
     fn window(&mut self, input: &Plan, calls: &[WindowCall]) -> R<Node> {
         use datafusion::functions_window::expr_fn as win;
-        use datafusion::logical_expr::{ExprFunctionExt, WindowFrame, WindowFunctionDefinition};
+        use datafusion::logical_expr::{
+            ExprFunctionExt, WindowFrame, WindowFrameBound, WindowFrameUnits, WindowFunctionDefinition,
+        };
+        use strata_sql::expr::{Frame, FrameBound};
         let node = self.plan(input)?;
         let inp = Input::of(&node.plan, &node.types);
         let mut types = node.types.clone();
@@ -752,7 +755,20 @@ impl<'q> Translator<'q> {
             for (e, desc) in &call.order {
                 order.push(self.value(e, &inp)?.sort(!desc, !desc));
             }
-            let frame = WindowFrame::new((!call.whole_partition && !order.is_empty()).then_some(false));
+            let frame = if call.frame == Frame::DEFAULT {
+                // Without ORDER BY every row is a peer: the whole partition.
+                WindowFrame::new((!order.is_empty()).then_some(false))
+            } else {
+                let bound = |b: FrameBound| match b {
+                    FrameBound::UnboundedPreceding => WindowFrameBound::Preceding(ScalarValue::UInt64(None)),
+                    FrameBound::Preceding(n) => WindowFrameBound::Preceding(ScalarValue::UInt64(Some(n))),
+                    FrameBound::CurrentRow => WindowFrameBound::CurrentRow,
+                    FrameBound::Following(n) => WindowFrameBound::Following(ScalarValue::UInt64(Some(n))),
+                    FrameBound::UnboundedFollowing => WindowFrameBound::Following(ScalarValue::UInt64(None)),
+                };
+                let units = if call.frame.rows { WindowFrameUnits::Rows } else { WindowFrameUnits::Range };
+                WindowFrame::new_bounds(units, bound(call.frame.start), bound(call.frame.end))
+            };
             let over = |f: DfExpr| -> R<DfExpr> {
                 f.partition_by(partition.clone())
                     .order_by(order.clone())
@@ -791,6 +807,18 @@ impl<'q> Translator<'q> {
                         WindowFunc::DenseRank => win::dense_rank(),
                         WindowFunc::FirstValue => win::first_value(arg(self, 0)?),
                         WindowFunc::LastValue => win::last_value(arg(self, 0)?),
+                        WindowFunc::PercentRank => win::percent_rank(),
+                        WindowFunc::CumeDist => win::cume_dist(),
+                        WindowFunc::Ntile | WindowFunc::NthValue => {
+                            let k = usize::from(func == WindowFunc::NthValue);
+                            let n = call.args.get(k).ok_or_else(|| Skip::new("window function argument"))?;
+                            let n = self.fold(n)?.as_i64().filter(|n| *n >= 1).ok_or_else(|| Skip::new("position"))?;
+                            if func == WindowFunc::Ntile {
+                                win::ntile(lit(n))
+                            } else {
+                                win::nth_value(arg(self, 0)?, n)
+                            }
+                        }
                         _ => {
                             let a = arg(self, 0)?;
                             let a_t = self.ty(&call.args[0], &inp);

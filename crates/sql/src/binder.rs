@@ -16,7 +16,8 @@ use strata_common::{Code, Error, Result, Value};
 
 use crate::catalog::{Catalog, TableInfo, ViewInfo};
 use crate::expr::{
-    number_literal, AggCall, AggFunc, BinOp, CastType, Expr, SubqueryKind, UnaryOp, WindowCall, WindowFunc,
+    number_literal, AggCall, AggFunc, BinOp, CastType, Expr, Frame, FrameBound, SubqueryKind, UnaryOp, WindowCall,
+    WindowFunc,
 };
 use crate::functions::{is_aggregate, is_session_function};
 use crate::plan::{Access, JoinKind, KeyRange, OutputColumn, Plan, Query, SubqueryPlan};
@@ -151,6 +152,8 @@ pub struct Binder<'a> {
     /// Databases of the views being expanded, innermost last (names in a view's query
     /// resolve in its own database).
     view_db: Vec<String>,
+    /// The named windows (WINDOW clause) of the SELECTs being bound, innermost last.
+    windows: Vec<Vec<ast::NamedWindowDefinition>>,
 }
 
 fn lower(s: &str) -> String {
@@ -402,6 +405,7 @@ impl<'a> Binder<'a> {
             ctes: Vec::new(),
             decorrelated: 0,
             lock_reads: false,
+            windows: Vec::new(),
         }
     }
 
@@ -1188,6 +1192,21 @@ impl<'a> Binder<'a> {
     // ----- SELECT -----
 
     fn select(&mut self, s: &ast::Select, order_by: &[ast::OrderByExpr]) -> Result<(Plan, Scope)> {
+        for (i, w) in s.named_window.iter().enumerate() {
+            if s.named_window[..i].iter().any(|v| lower(&v.0.value) == lower(&w.0.value)) {
+                return Err(Error::user(
+                    Code::WindowDuplicateName,
+                    format!("Window '{}' is defined twice.", w.0.value),
+                ));
+            }
+        }
+        self.windows.push(s.named_window.clone());
+        let r = self.select_block(s, order_by);
+        self.windows.pop();
+        r
+    }
+
+    fn select_block(&mut self, s: &ast::Select, order_by: &[ast::OrderByExpr]) -> Result<(Plan, Scope)> {
         let mut preds = Vec::new();
         // Scalar aggregate subqueries that would rescan their table per row are rewritten
         // into joins (see `decorrelate`); `s` then refers to their hidden columns.
@@ -2058,20 +2077,19 @@ impl<'a> Binder<'a> {
         over: &ast::WindowType,
         scope: &Scope,
     ) -> Result<Expr> {
-        let ast::WindowType::WindowSpec(spec) = over else {
-            return Err(Error::unsupported("named windows"));
-        };
-        if spec.window_name.is_some() {
-            return Err(Error::unsupported("named windows"));
-        }
+        let spec = self.window_spec(over, 0)?;
         let (func, arity) = match name {
             "row_number" => (WindowFunc::RowNumber, (0, 0)),
             "rank" => (WindowFunc::Rank, (0, 0)),
             "dense_rank" => (WindowFunc::DenseRank, (0, 0)),
+            "percent_rank" => (WindowFunc::PercentRank, (0, 0)),
+            "cume_dist" => (WindowFunc::CumeDist, (0, 0)),
+            "ntile" => (WindowFunc::Ntile, (1, 1)),
             "lag" => (WindowFunc::Lag, (1, 3)),
             "lead" => (WindowFunc::Lead, (1, 3)),
             "first_value" => (WindowFunc::FirstValue, (1, 1)),
             "last_value" => (WindowFunc::LastValue, (1, 1)),
+            "nth_value" => (WindowFunc::NthValue, (2, 2)),
             "count" if star => (WindowFunc::Agg(AggFunc::CountStar, false), (0, 0)),
             "count" => (WindowFunc::Agg(AggFunc::Count, distinct), (1, 1)),
             "sum" => (WindowFunc::Agg(AggFunc::Sum, distinct), (1, 1)),
@@ -2086,21 +2104,10 @@ impl<'a> Binder<'a> {
                 format!("Incorrect parameter count in the call to native function '{name}'"),
             ));
         }
-        let whole_partition = match &spec.window_frame {
-            None => spec.order_by.is_empty(),
-            Some(frame) => {
-                let unbounded_start = matches!(frame.start_bound, ast::WindowFrameBound::Preceding(None));
-                match &frame.end_bound {
-                    Some(ast::WindowFrameBound::Following(None)) if unbounded_start => true,
-                    Some(ast::WindowFrameBound::CurrentRow) | None
-                        if unbounded_start && frame.units == ast::WindowFrameUnits::Range =>
-                    {
-                        spec.order_by.is_empty()
-                    }
-                    _ => return Err(Error::unsupported("this window frame")),
-                }
-            }
-        };
+        if distinct {
+            return Err(Error::unsupported("<window function>(DISTINCT ..)"));
+        }
+        let frame = window_frame(spec.window_frame.as_ref())?;
         let args = args.iter().map(|a| self.expr(a, scope)).collect::<Result<Vec<_>>>()?;
         let partition = spec.partition_by.iter().map(|p| self.expr(p, scope)).collect::<Result<Vec<_>>>()?;
         let mut order = Vec::with_capacity(spec.order_by.len());
@@ -2118,7 +2125,101 @@ impl<'a> Binder<'a> {
                 "You cannot nest a window function in the specification of window",
             ));
         }
-        Ok(Expr::Window(Box::new(WindowCall { func, args, partition, order, whole_partition })))
+        // NTILE's bucket count, NTH_VALUE's position and LAG/LEAD's offset: constant
+        // positive (non-negative for offsets) integers, as MySQL requires.
+        let positional = match func {
+            WindowFunc::Ntile => Some((0, 1)),
+            WindowFunc::NthValue => Some((1, 1)),
+            WindowFunc::Lag | WindowFunc::Lead => Some((1, 0)),
+            _ => None,
+        };
+        if let Some((i, min)) = positional {
+            if let Some(a) = args.get(i) {
+                let unbound = matches!(a, Expr::Param(_)) && self.params.is_empty();
+                let ok = unbound
+                    || a.is_row_constant()
+                        && a.subquery_ids().is_empty()
+                        && matches!(self.const_value(a), Some(v) if v.as_i64().is_some_and(|n| n >= min));
+                if !ok {
+                    return Err(Error::user(
+                        Code::WrongArguments,
+                        format!("Incorrect arguments to {}", name.to_uppercase()),
+                    ));
+                }
+            }
+        }
+        Ok(Expr::Window(Box::new(WindowCall { func, args, partition, order, frame })))
+    }
+
+    /// The value of a row-independent expression, if it can be computed now (a `?` has no
+    /// value at PREPARE).
+    fn const_value(&self, e: &Expr) -> Option<Value> {
+        let empty = crate::expr::SubqueryValues::default();
+        let ctx = crate::expr::EvalCtx { params: self.params, outer: &[], subqueries: &empty };
+        e.eval(&[], &ctx).ok()
+    }
+
+    /// The window an OVER clause means: its own specification, or a named window (WINDOW
+    /// clause of the enclosing SELECT), or a specification that extends a named one with an
+    /// ORDER BY or a frame.
+    fn window_spec(&self, over: &ast::WindowType, depth: usize) -> Result<ast::WindowSpec> {
+        if depth > 32 {
+            return Err(Error::user(Code::WindowCircularity, "There is a circularity in the window dependency graph."));
+        }
+        let named = |name: &ast::Ident| -> Result<ast::WindowSpec> {
+            let defs = self.windows.last().map(Vec::as_slice).unwrap_or(&[]);
+            let Some(def) = defs.iter().find(|d| lower(&d.0.value) == lower(&name.value)) else {
+                return Err(Error::user(
+                    Code::WindowNoSuchWindow,
+                    format!("Window name '{}' is not defined.", name.value),
+                ));
+            };
+            match &def.1 {
+                ast::NamedWindowExpr::NamedWindow(other) => {
+                    self.window_spec(&ast::WindowType::NamedWindow(other.clone()), depth + 1)
+                }
+                ast::NamedWindowExpr::WindowSpec(spec) => {
+                    self.window_spec(&ast::WindowType::WindowSpec(spec.clone()), depth + 1)
+                }
+            }
+        };
+        match over {
+            ast::WindowType::NamedWindow(name) => named(name),
+            ast::WindowType::WindowSpec(spec) => {
+                let Some(base_name) = &spec.window_name else { return Ok(spec.clone()) };
+                let base = named(base_name)?;
+                if !spec.partition_by.is_empty() {
+                    return Err(Error::user(
+                        Code::WindowNoChildPartitioning,
+                        "A window which depends on another cannot define partitioning.",
+                    ));
+                }
+                if base.window_frame.is_some() {
+                    return Err(Error::user(
+                        Code::WindowNoInheritFrame,
+                        format!(
+                            "Window '{}' has a frame definition, so cannot be referenced by another window.",
+                            base_name.value
+                        ),
+                    ));
+                }
+                if !base.order_by.is_empty() && !spec.order_by.is_empty() {
+                    return Err(Error::user(
+                        Code::WindowNoRedefineOrderBy,
+                        format!(
+                            "Window '<unnamed window>' cannot inherit '{}' since both contain an ORDER BY clause.",
+                            base_name.value
+                        ),
+                    ));
+                }
+                Ok(ast::WindowSpec {
+                    window_name: None,
+                    partition_by: base.partition_by,
+                    order_by: if spec.order_by.is_empty() { base.order_by } else { spec.order_by.clone() },
+                    window_frame: spec.window_frame.clone(),
+                })
+            }
+        }
     }
 
     fn session_function(&mut self, name: &str, args: &[ast::Expr], scope: &Scope) -> Result<Expr> {
@@ -2215,6 +2316,67 @@ pub fn parse_view_query(sql: &str) -> Result<Box<ast::Query>> {
         Some(ast::Statement::Query(q)) if stmts.is_empty() => Ok(q),
         _ => Err(Error::internal("stored view query is not a query")),
     }
+}
+
+/// A window's frame: MySQL's default without one; ROWS and RANGE frames with UNBOUNDED and
+/// CURRENT ROW bounds, ROWS also with constant offsets.
+fn window_frame(f: Option<&ast::WindowFrame>) -> Result<Frame> {
+    let Some(f) = f else { return Ok(Frame::DEFAULT) };
+    let rows = match f.units {
+        ast::WindowFrameUnits::Rows => true,
+        ast::WindowFrameUnits::Range => false,
+        ast::WindowFrameUnits::Groups => return Err(Error::parse("GROUPS frames are not MySQL syntax")),
+    };
+    let illegal = || {
+        Error::user(
+            Code::WindowFrameIllegal,
+            "Window '<unnamed window>': frame start or end is negative, NULL or of non-integral type",
+        )
+    };
+    let offset = |e: &Option<Box<ast::Expr>>| -> Result<Option<u64>> {
+        let Some(e) = e else { return Ok(None) };
+        if !rows {
+            return Err(Error::unsupported("RANGE frames with an offset"));
+        }
+        match e.as_ref() {
+            ast::Expr::Value(v) => match &v.value {
+                ast::Value::Number(n, _) => n.parse::<u64>().map(Some).map_err(|_| illegal()),
+                _ => Err(illegal()),
+            },
+            _ => Err(illegal()),
+        }
+    };
+    let bound = |b: &ast::WindowFrameBound| -> Result<FrameBound> {
+        Ok(match b {
+            ast::WindowFrameBound::CurrentRow => FrameBound::CurrentRow,
+            ast::WindowFrameBound::Preceding(e) => match offset(e)? {
+                None => FrameBound::UnboundedPreceding,
+                Some(n) => FrameBound::Preceding(n),
+            },
+            ast::WindowFrameBound::Following(e) => match offset(e)? {
+                None => FrameBound::UnboundedFollowing,
+                Some(n) => FrameBound::Following(n),
+            },
+        })
+    };
+    let start = bound(&f.start_bound)?;
+    let end = match &f.end_bound {
+        Some(b) => bound(b)?,
+        None => FrameBound::CurrentRow,
+    };
+    if start == FrameBound::UnboundedFollowing {
+        return Err(Error::user(
+            Code::WindowFrameStartIllegal,
+            "Window '<unnamed window>': frame start cannot be UNBOUNDED FOLLOWING.",
+        ));
+    }
+    if end == FrameBound::UnboundedPreceding {
+        return Err(Error::user(
+            Code::WindowFrameEndIllegal,
+            "Window '<unnamed window>': frame end cannot be UNBOUNDED PRECEDING.",
+        ));
+    }
+    Ok(Frame { rows, start, end })
 }
 
 fn interval_arith(op: BinOp, l: Expr, r: Expr) -> Result<Expr> {

@@ -21,7 +21,8 @@ use strata_txn::Transaction;
 
 use crate::context::Charge;
 use crate::expr::{
-    AggCall, AggFunc, BinOp, EvalCtx, Expr, Row, SubqueryKind, SubqueryValue, SubqueryValues, WindowCall, WindowFunc,
+    AggCall, AggFunc, BinOp, EvalCtx, Expr, FrameBound, Row, SubqueryKind, SubqueryValue, SubqueryValues, WindowCall,
+    WindowFunc,
 };
 use crate::interrupt::checkpoint;
 use crate::plan::{JoinKind, Plan, SubqueryPlan};
@@ -896,7 +897,8 @@ fn window_partition(
     let n = part.len();
     let peers =
         |a: usize, b: usize| part[a].1.iter().zip(&part[b].1).all(|(x, y)| x.sort_cmp(y) == std::cmp::Ordering::Equal);
-    // End (exclusive) of each row's peer group.
+    // Each row's peer group (positions, end exclusive).
+    let mut peer_start = vec![0; n];
     let mut peer_end = vec![n; n];
     let mut s = 0;
     while s < n {
@@ -904,11 +906,13 @@ fn window_partition(
         while e < n && peers(s, e) {
             e += 1;
         }
-        for pe in &mut peer_end[s..e] {
-            *pe = e;
+        for k in s..e {
+            peer_start[k] = s;
+            peer_end[k] = e;
         }
         s = e;
     }
+    let frame = |k: usize| call.frame.at(k, n, peer_start[k]..peer_end[k]);
     let arg = |k: usize, j: usize| args[k].get(j).cloned().unwrap_or(Value::Null);
     match &call.func {
         WindowFunc::RowNumber => {
@@ -917,14 +921,38 @@ fn window_partition(
             }
         }
         WindowFunc::Rank | WindowFunc::DenseRank => {
-            let mut rank = 0i64;
             let mut dense = 0i64;
             for k in 0..n {
-                if k == 0 || !peers(k - 1, k) {
-                    rank = k as i64 + 1;
+                if peer_start[k] == k {
                     dense += 1;
                 }
+                let rank = peer_start[k] as i64 + 1;
                 values[part[k].2] = Value::Int(if call.func == WindowFunc::Rank { rank } else { dense });
+            }
+        }
+        WindowFunc::PercentRank => {
+            for k in 0..n {
+                let r = if n > 1 { peer_start[k] as f64 / (n - 1) as f64 } else { 0.0 };
+                values[part[k].2] = Value::Double(r);
+            }
+        }
+        WindowFunc::CumeDist => {
+            for k in 0..n {
+                values[part[k].2] = Value::Double(peer_end[k] as f64 / n as f64);
+            }
+        }
+        WindowFunc::Ntile => {
+            // The first `n % buckets` buckets get one row more than the others.
+            let buckets = arg(0, 0).as_i64().unwrap_or(1).max(1) as usize;
+            let size = n / buckets;
+            let extra = n % buckets;
+            for k in 0..n {
+                let b = if k < extra * (size + 1) {
+                    k / (size + 1)
+                } else {
+                    extra + (k - extra * (size + 1)) / size.max(1)
+                };
+                values[part[k].2] = Value::Int(b as i64 + 1);
             }
         }
         WindowFunc::Lag | WindowFunc::Lead => {
@@ -935,44 +963,78 @@ fn window_partition(
                     if target >= 0 && (target as usize) < n { arg(target as usize, 0) } else { arg(k, 2) };
             }
         }
-        WindowFunc::FirstValue => {
+        WindowFunc::FirstValue | WindowFunc::LastValue | WindowFunc::NthValue => {
             for k in 0..n {
-                values[part[k].2] = arg(0, 0);
-            }
-        }
-        WindowFunc::LastValue => {
-            for k in 0..n {
-                let last = if call.order.is_empty() { n - 1 } else { peer_end[k] - 1 };
-                values[part[k].2] = arg(last, 0);
+                let f = frame(k);
+                let at = match call.func {
+                    WindowFunc::FirstValue => Some(f.start),
+                    WindowFunc::LastValue => f.end.checked_sub(1),
+                    _ => arg(k, 1).as_i64().and_then(|p| f.start.checked_add(usize::try_from(p).ok()?.checked_sub(1)?)),
+                };
+                values[part[k].2] = match at {
+                    Some(at) if f.contains(&at) => arg(at, 0),
+                    _ => Value::Null,
+                };
             }
         }
         WindowFunc::Agg(func, distinct) => {
-            // Running accumulator over the frame: the whole partition without ORDER BY,
-            // otherwise up to each peer group's end.
-            let mut acc = new_acc(*func);
-            let mut seen: HashSet<Vec<u8>> = HashSet::new();
             let mut held = Charge::new();
-            let mut fed = 0;
-            for k in 0..n {
-                let upto = if call.order.is_empty() { n } else { peer_end[k] };
-                while fed < upto {
-                    let a = &args[fed];
-                    fed += 1;
-                    if *func != AggFunc::CountStar && a.iter().any(|v| v.is_null()) {
-                        continue;
-                    }
-                    if *distinct {
-                        let mut key = Vec::new();
-                        for v in a {
-                            memcmp::encode_value(&mut key, &normalize_join_key(v));
-                        }
-                        if !seen.insert(key) {
-                            continue;
-                        }
-                    }
-                    accumulate(&mut acc, a.first().cloned().unwrap_or(Value::Null), usize::MAX, &mut held)?;
+            // Feeds the row at `at` into an accumulator (NULLs skipped, DISTINCT kept once).
+            let feed = |acc: &mut Acc, seen: &mut HashSet<Vec<u8>>, at: usize, held: &mut Charge| -> Result<()> {
+                let a = &args[at];
+                if *func != AggFunc::CountStar && a.iter().any(|v| v.is_null()) {
+                    return Ok(());
                 }
-                values[part[k].2] = acc_value(acc.clone(), 0);
+                if *distinct {
+                    let mut key = Vec::new();
+                    for v in a {
+                        memcmp::encode_value(&mut key, &normalize_join_key(v));
+                    }
+                    if !seen.insert(key) {
+                        return Ok(());
+                    }
+                }
+                accumulate(acc, a.first().cloned().unwrap_or(Value::Null), usize::MAX, held)
+            };
+            let start_fixed = call.frame.start == FrameBound::UnboundedPreceding;
+            let end_fixed = call.frame.end == FrameBound::UnboundedFollowing;
+            if start_fixed || end_fixed {
+                // One running accumulator: frames grow forward from the partition's start
+                // (or backward from its end), each row's frame containing the previous one's.
+                let mut acc = new_acc(*func);
+                let mut seen: HashSet<Vec<u8>> = HashSet::new();
+                let order: Box<dyn Iterator<Item = usize>> =
+                    if start_fixed { Box::new(0..n) } else { Box::new((0..n).rev()) };
+                let mut fed: Option<std::ops::Range<usize>> = None;
+                for k in order {
+                    let f = frame(k);
+                    match &mut fed {
+                        None if f.is_empty() => {}
+                        None => {
+                            for at in f.clone() {
+                                feed(&mut acc, &mut seen, at, &mut held)?;
+                            }
+                            fed = Some(f);
+                        }
+                        Some(done) => {
+                            for at in (done.end..f.end).chain(f.start..done.start.min(f.end)) {
+                                feed(&mut acc, &mut seen, at, &mut held)?;
+                            }
+                            *done = done.start.min(f.start)..done.end.max(f.end);
+                        }
+                    }
+                    values[part[k].2] = acc_value(acc.clone(), 0);
+                }
+            } else {
+                // A sliding frame: each row's frame aggregated on its own.
+                for k in 0..n {
+                    let mut acc = new_acc(*func);
+                    let mut seen: HashSet<Vec<u8>> = HashSet::new();
+                    for at in frame(k) {
+                        feed(&mut acc, &mut seen, at, &mut held)?;
+                    }
+                    values[part[k].2] = acc_value(acc, 0);
+                }
             }
         }
     }

@@ -124,13 +124,79 @@ pub enum WindowFunc {
     FirstValue,
     /// LAST_VALUE(expr)
     LastValue,
+    /// NTH_VALUE(expr, n)
+    NthValue,
+    /// NTILE(n)
+    Ntile,
+    /// PERCENT_RANK()
+    PercentRank,
+    /// CUME_DIST()
+    CumeDist,
     /// An aggregate over the frame (DISTINCT or not).
     Agg(AggFunc, bool),
 }
 
-/// A window function call: `func(args) OVER (PARTITION BY .. ORDER BY ..)`, with the
-/// default frame (with ORDER BY: the partition's start to the current row's last peer;
-/// without, or with `whole_partition`: the whole partition).
+/// One end of a window frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameBound {
+    /// UNBOUNDED PRECEDING
+    UnboundedPreceding,
+    /// N PRECEDING
+    Preceding(u64),
+    /// CURRENT ROW (in a RANGE frame: the row's first or last peer)
+    CurrentRow,
+    /// N FOLLOWING
+    Following(u64),
+    /// UNBOUNDED FOLLOWING
+    UnboundedFollowing,
+}
+
+/// A window frame: by position (ROWS) or by peers (RANGE, whose offsets are not supported
+/// yet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// ROWS, else RANGE.
+    pub rows: bool,
+    /// Where it starts.
+    pub start: FrameBound,
+    /// Where it ends.
+    pub end: FrameBound,
+}
+
+impl Frame {
+    /// MySQL's default frame: with ORDER BY from the partition's start to the current row's
+    /// last peer (RANGE UNBOUNDED PRECEDING); without, the whole partition (every row is a
+    /// peer).
+    pub const DEFAULT: Frame =
+        Frame { rows: false, start: FrameBound::UnboundedPreceding, end: FrameBound::CurrentRow };
+
+    /// The frame of the partition's row `k` of `n` as a range of positions, given the
+    /// row's peer group `peers` (positions, in window order).
+    pub fn at(&self, k: usize, n: usize, peers: std::ops::Range<usize>) -> std::ops::Range<usize> {
+        let start = match self.start {
+            FrameBound::UnboundedPreceding => 0,
+            FrameBound::Preceding(o) => k.saturating_sub(o.min(usize::MAX as u64) as usize),
+            FrameBound::CurrentRow if self.rows => k,
+            FrameBound::CurrentRow => peers.start,
+            FrameBound::Following(o) => k.saturating_add(o.min(usize::MAX as u64) as usize),
+            FrameBound::UnboundedFollowing => n,
+        };
+        let end = match self.end {
+            FrameBound::UnboundedPreceding => 0,
+            FrameBound::Preceding(o) => (k + 1).saturating_sub(o.min(usize::MAX as u64) as usize),
+            FrameBound::CurrentRow if self.rows => k + 1,
+            FrameBound::CurrentRow => peers.end,
+            FrameBound::Following(o) => k.saturating_add(o.min(usize::MAX as u64) as usize).saturating_add(1),
+            FrameBound::UnboundedFollowing => n,
+        };
+        let (start, end) = (start.min(n), end.min(n));
+        start..end.max(start)
+    }
+}
+
+/// A window function call: `func(args) OVER (PARTITION BY .. ORDER BY .. frame)`. The
+/// frame matters to FIRST_VALUE, LAST_VALUE, NTH_VALUE and aggregates; the ranking
+/// functions, LAG and LEAD ignore it (as in MySQL).
 #[derive(Clone, Debug, PartialEq)]
 pub struct WindowCall {
     /// The function.
@@ -141,9 +207,8 @@ pub struct WindowCall {
     pub partition: Vec<Expr>,
     /// ORDER BY (expression, descending).
     pub order: Vec<(Expr, bool)>,
-    /// The frame is the whole partition (`ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED
-    /// FOLLOWING`).
-    pub whole_partition: bool,
+    /// The frame.
+    pub frame: Frame,
 }
 
 /// Target types of CAST/CONVERT.
@@ -367,13 +432,13 @@ impl Expr {
                 }))
             }
             Expr::Window(call) => {
-                let WindowCall { func, args, partition, order, whole_partition } = *call;
+                let WindowCall { func, args, partition, order, frame } = *call;
                 Expr::Window(Box::new(WindowCall {
                     func,
                     args: args.into_iter().map(&mut *f).collect::<Result<_>>()?,
                     partition: partition.into_iter().map(&mut *f).collect::<Result<_>>()?,
                     order: order.into_iter().map(|(e, d)| Ok((f(e)?, d))).collect::<Result<_>>()?,
-                    whole_partition,
+                    frame,
                 }))
             }
             other => other,

@@ -318,6 +318,9 @@ pub fn expr_type(e: &Expr, env: &dyn TypeEnv) -> SqlType {
         Expr::Agg(call) => agg_type(call, env),
         Expr::Window(call) => match call.func {
             WindowFunc::RowNumber | WindowFunc::Rank | WindowFunc::DenseRank => SqlType::not_null(BIGINT),
+            // NULL for a NULL bucket count (MySQL refuses it; LAG-style constant anyway).
+            WindowFunc::Ntile => SqlType::not_null(BIGINT).or_null(call.args.first().is_none_or(|a| t(a).nullable)),
+            WindowFunc::PercentRank | WindowFunc::CumeDist => SqlType::not_null(ColumnType::Double),
             WindowFunc::Agg(func, distinct) => agg_type(&AggCall { func, args: call.args.clone(), distinct }, env),
             WindowFunc::Lag | WindowFunc::Lead => {
                 let a = call.args.first().map(t).unwrap_or_else(SqlType::null);
@@ -326,7 +329,7 @@ pub fn expr_type(e: &Expr, env: &dyn TypeEnv) -> SqlType {
                     None => a.or_null(true),
                 }
             }
-            WindowFunc::FirstValue | WindowFunc::LastValue => {
+            WindowFunc::FirstValue | WindowFunc::LastValue | WindowFunc::NthValue => {
                 call.args.first().map(t).unwrap_or_else(SqlType::null).or_null(true)
             }
         },
