@@ -1026,8 +1026,10 @@ fn window_partition(
                     values[part[k].2] = acc_value(acc.clone(), 0);
                 }
             } else {
-                // A sliding frame: each row's frame aggregated on its own.
+                // A sliding frame: each row's frame aggregated on its own (n x frame rows:
+                // KILL and max_execution_time are checked per row).
                 for k in 0..n {
+                    crate::interrupt::check()?;
                     let mut acc = new_acc(*func);
                     let mut seen: HashSet<Vec<u8>> = HashSet::new();
                     for at in frame(k) {
