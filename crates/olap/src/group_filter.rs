@@ -106,11 +106,11 @@ fn filtered(
 }
 
 /// Plans deeper than this are left alone (the walks recurse).
-const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 
 /// For a subquery alias or a projection: its input, and the input's column that `plan`'s
 /// column `col` passes on unchanged; None for other nodes or a computed column.
-fn passed_through<'a>(plan: &'a LogicalPlan, col: &Column) -> Option<(&'a Arc<LogicalPlan>, Column)> {
+pub(crate) fn passed_through<'a>(plan: &'a LogicalPlan, col: &Column) -> Option<(&'a Arc<LogicalPlan>, Column)> {
     match plan {
         LogicalPlan::SubqueryAlias(a) => {
             let i = a.schema.index_of_column(col).ok()?;
@@ -163,7 +163,7 @@ fn group_column(plan: &LogicalPlan, col: &Column, depth: usize) -> Option<Column
 
 /// A join-free, filtered part of `plan` whose column `key` holds every value `plan`'s
 /// column `col` can take (see the module documentation), with that column.
-fn key_source(plan: &Arc<LogicalPlan>, col: &Column, depth: usize) -> Option<(Arc<LogicalPlan>, Column)> {
+pub(crate) fn key_source(plan: &Arc<LogicalPlan>, col: &Column, depth: usize) -> Option<(Arc<LogicalPlan>, Column)> {
     if depth > MAX_DEPTH {
         return None;
     }

@@ -20,6 +20,7 @@
 mod convert;
 mod group_filter;
 mod persist;
+mod probe_filter;
 mod provider;
 pub mod replica;
 mod semi_join;
@@ -338,6 +339,7 @@ impl OlapEngine {
             .with_optimizer_rules(optimizer_rules())
             .build();
         let optimized = state.optimize(&node.plan).map_err(|e| Skip(format!("optimizing failed: {e}")))?;
+        let optimized = probe_filter::apply(optimized).map_err(|e| Skip(format!("optimizing failed: {e}")))?;
         Ok((optimized, tables, state))
     }
 }

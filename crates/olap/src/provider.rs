@@ -44,6 +44,8 @@ pub struct ScanTable {
     /// Read the table's columnar replica (the scan is then a full scan, its predicates
     /// applied above it by DataFusion).
     replica: Option<Arc<strata_sql::catalog::TableInfo>>,
+    /// Rows the scan reads, estimated from statistics (None without them).
+    pub rows: Option<f64>,
     loaded: Mutex<Option<Loaded>>,
 }
 
@@ -69,7 +71,15 @@ impl ScanTable {
             .zip(&names)
             .map(|(t, n)| Field::new(n.clone(), arrow_type(t).unwrap_or(DataType::Null), true))
             .collect();
-        ScanTable { scan, types, names, schema: Arc::new(Schema::new(fields)), replica, loaded: Mutex::new(None) }
+        ScanTable {
+            scan,
+            types,
+            names,
+            schema: Arc::new(Schema::new(fields)),
+            replica,
+            rows: None,
+            loaded: Mutex::new(None),
+        }
     }
 
     /// Whether the row store's read keeps only some rows (a filter, key range or limit); a

@@ -479,7 +479,10 @@ impl<'q> Translator<'q> {
         let types: Vec<SqlType> =
             table.columns.iter().map(|c| SqlType { ty: Some(c.ty.clone()), nullable: c.nullable }).collect();
         let replica = replica.then(|| table.clone());
-        let t = Arc::new(ScanTable::new(scan, table.columns.iter().map(|c| c.ty.clone()).collect(), replica));
+        let rows = self.estimate.and_then(|e| e(&scan));
+        let mut t = ScanTable::new(scan, table.columns.iter().map(|c| c.ty.clone()).collect(), replica);
+        t.rows = rows;
+        let t = Arc::new(t);
         let name = format!("t{}", self.tables.len());
         self.tables.push((name.clone(), t.clone()));
         let plan = LogicalPlanBuilder::scan(name, provider_as_source(t), None).map_err(df)?.build().map_err(df)?;
