@@ -465,7 +465,8 @@ async fn the_server_memory_limit_holds() {
     let mut c = pool.get_conn().await.expect("connect");
     let rows = (0..1000).map(|i| format!("({i}, REPEAT('y', 100))")).collect::<Vec<_>>().join(",");
     c.query_drop(format!("INSERT INTO m.t VALUES {rows}")).await.expect("insert");
-    let e = error_of(&mut c, "SELECT a.pad, b.pad FROM m.t a, m.t b").await;
+    // A sort must hold its ~200 MB of rows (a plain cross join would stream to the client).
+    let e = error_of(&mut c, "SELECT a.pad, b.pad FROM m.t a, m.t b ORDER BY a.id DESC, b.id").await;
     assert_eq!(e, 8176);
     alive(&pool).await;
     let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM m.t").await.expect("count");
