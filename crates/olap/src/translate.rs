@@ -163,6 +163,33 @@ fn dec(p: u8, s: u8) -> DataType {
     DataType::Decimal128(p.clamp(s.max(1), MAX_DECIMAL128), s as i8)
 }
 
+/// How costly a predicate is per row, to order conjuncts cheapest first: DataFusion
+/// evaluates the right side of an AND only on the rows its left side keeps when it keeps
+/// few, so selective cheap tests should come first. 0: numbers or dates against constants;
+/// 1: between columns; 2: strings; 3: LIKE, CASE and functions; 4: subqueries. TPC-H Q12's
+/// lineitem filter (a string IN list written first, then date ranges): 145 ms -> 77 ms.
+fn pred_cost(e: &Expr, inp: &Input) -> u8 {
+    let mut cost = 0;
+    let mut columns = 0;
+    e.walk(&mut |x| match x {
+        Expr::Subquery(..) | Expr::InSubquery(..) => cost = cost.max(4),
+        // A constant (`DATE '1994-01-01' + INTERVAL 1 YEAR`) is folded before it runs.
+        Expr::Func(..) | Expr::Like(..) | Expr::Case(..) if !x.is_row_constant() => cost = cost.max(3),
+        Expr::Column(i) => {
+            columns += 1;
+            if inp.types.get(*i).is_some_and(|t| class(t) == Class::String) {
+                cost = cost.max(2);
+            }
+        }
+        _ => {}
+    });
+    if cost == 0 && columns > 1 {
+        1
+    } else {
+        cost
+    }
+}
+
 fn has_outer(e: &Expr) -> bool {
     let mut found = false;
     e.walk(&mut |x| {
@@ -299,10 +326,7 @@ impl<'q> Translator<'q> {
             }
             Plan::Filter { input, pred } => {
                 let node = self.plan(input)?;
-                let inp = Input::of(&node.plan, &node.types);
-                let pred = self.pred(pred, &inp)?;
-                let plan = LogicalPlanBuilder::from(node.plan).filter(pred).map_err(df)?.build().map_err(df)?;
-                Ok(Node { plan, types: node.types })
+                self.filtered(node, vec![pred.clone()])
             }
             Plan::Project { input, exprs } => {
                 let node = self.plan(input)?;
@@ -464,14 +488,26 @@ impl<'q> Translator<'q> {
         self.filtered(node, preds)
     }
 
+    /// `node` with the conjuncts `preds` applied, cheapest first (see [`pred_cost`]).
     fn filtered(&mut self, node: Node, preds: Vec<Expr>) -> R<Node> {
         let inp = Input::of(&node.plan, &node.types);
-        let mut b = LogicalPlanBuilder::from(node.plan);
+        let mut preds = preds.into_iter().fold(Vec::new(), |mut all, p| {
+            strata_sql::binder::conjuncts(p, &mut all);
+            all
+        });
+        preds.sort_by_key(|p| pred_cost(p, &inp));
+        // One filter node: DataFusion's decorrelation pulls the correlated conjuncts out of
+        // a single filter (over stacked ones TPC-H Q20's subquery lost a correlation key).
+        let mut all: Option<DfExpr> = None;
         for pr in preds {
             let pr = self.pred(&pr, &inp)?;
-            b = b.filter(pr).map_err(df)?;
+            all = Some(match all {
+                None => pr,
+                Some(a) => a.and(pr),
+            });
         }
-        let plan = b.build().map_err(df)?;
+        let Some(pred) = all else { return Ok(node) };
+        let plan = LogicalPlanBuilder::from(node.plan).filter(pred).map_err(df)?.build().map_err(df)?;
         Ok(Node { plan, types: node.types })
     }
 
