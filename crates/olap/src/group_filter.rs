@@ -74,7 +74,8 @@ impl OptimizerRule for FilterGroupsByJoinKeys {
     }
 }
 
-fn rebuild(join: &Join, left: Arc<LogicalPlan>, right: Arc<LogicalPlan>) -> Result<LogicalPlan> {
+/// `join` over new inputs.
+pub(crate) fn rebuild(join: &Join, left: Arc<LogicalPlan>, right: Arc<LogicalPlan>) -> Result<LogicalPlan> {
     Ok(LogicalPlan::Join(Join::try_new(
         left,
         right,
@@ -99,10 +100,36 @@ fn filtered(
 ) -> Result<Option<LogicalPlan>> {
     let Some(group) = group_column(agg_side, agg_col, 0) else { return Ok(None) };
     let Some((source, key)) = key_source(other, other_col, 0) else { return Ok(None) };
+    let (keys, key) = key_set(source, key, KEYS_ALIAS)?;
+    cut(agg_side, keys, &key, &group, join, 0)
+}
+
+/// The values of `source`'s column `key` as a plan named `alias`, with that column.
+pub(crate) fn key_set(source: Arc<LogicalPlan>, key: Column, alias: &str) -> Result<(Arc<LogicalPlan>, Column)> {
     let keys = LogicalPlan::Projection(Projection::try_new(vec![Expr::Column(key.clone())], source)?);
-    let keys = LogicalPlan::SubqueryAlias(SubqueryAlias::try_new(Arc::new(keys), KEYS_ALIAS)?);
-    let key = Column::new(Some(KEYS_ALIAS), key.name);
-    cut(agg_side, Arc::new(keys), &key, &group, join, 0)
+    let keys = LogicalPlan::SubqueryAlias(SubqueryAlias::try_new(Arc::new(keys), alias)?);
+    Ok((Arc::new(keys), Column::new(Some(alias), key.name)))
+}
+
+/// `input`'s rows whose `col` is among `keys`' `key` values (`join`'s NULL equality): the
+/// keys build the hash table, `input` probes it.
+pub(crate) fn keys_semi_join(
+    keys: Arc<LogicalPlan>,
+    input: Arc<LogicalPlan>,
+    key: &Column,
+    col: &Column,
+    join: &Join,
+) -> Result<LogicalPlan> {
+    Ok(LogicalPlan::Join(Join::try_new(
+        keys,
+        input,
+        vec![(Expr::Column(key.clone()), Expr::Column(col.clone()))],
+        None,
+        JoinType::RightSemi,
+        JoinConstraint::On,
+        join.null_equality,
+        false,
+    )?))
 }
 
 /// Plans deeper than this are left alone (the walks recurse).
@@ -251,19 +278,9 @@ fn cut(
                     return Ok(None);
                 }
             }
-            // The keys build the hash table; the aggregate's input probes it.
-            let semi = Join::try_new(
-                keys,
-                a.input.clone(),
-                vec![(Expr::Column(key.clone()), Expr::Column(group.clone()))],
-                None,
-                JoinType::RightSemi,
-                JoinConstraint::On,
-                join.null_equality,
-                false,
-            )?;
+            let semi = keys_semi_join(keys, a.input.clone(), key, group, join)?;
             Ok(Some(LogicalPlan::Aggregate(Aggregate::try_new_with_schema(
-                Arc::new(LogicalPlan::Join(semi)),
+                Arc::new(semi),
                 a.group_expr.clone(),
                 a.aggr_expr.clone(),
                 a.schema.clone(),

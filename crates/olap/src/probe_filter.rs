@@ -23,11 +23,9 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Column, DFSchema, Result};
 use datafusion::datasource::source_as_provider;
-use datafusion::logical_expr::{
-    Expr, ExprSchemable, Filter, Join, JoinConstraint, JoinType, LogicalPlan, Projection, SubqueryAlias,
-};
+use datafusion::logical_expr::{Expr, ExprSchemable, Filter, Join, JoinType, LogicalPlan};
 
-use crate::group_filter::{key_source, passed_through, MAX_DEPTH};
+use crate::group_filter::{key_set, key_source, keys_semi_join, passed_through, rebuild, MAX_DEPTH};
 use crate::provider::ScanTable;
 
 /// The alias of the key set a scan is semi-joined to: marks a scan already cut.
@@ -65,19 +63,6 @@ pub fn apply(plan: LogicalPlan) -> Result<LogicalPlan> {
     .map(|t| t.data)
 }
 
-fn rebuild(join: &Join, left: Arc<LogicalPlan>, right: Arc<LogicalPlan>) -> Result<LogicalPlan> {
-    Ok(LogicalPlan::Join(Join::try_new(
-        left,
-        right,
-        join.on.clone(),
-        join.filter.clone(),
-        join.join_type,
-        join.join_constraint,
-        join.null_equality,
-        join.null_aware,
-    )?))
-}
-
 /// `side` with its filtered scan semi-joined to the keys `other` can produce for
 /// `other_col`, when the rule applies (see the module documentation); None otherwise.
 fn cut_side(
@@ -93,9 +78,7 @@ fn cut_side(
         Some(keys_rows) if keys_rows * KEYS_SHARE <= rows => {}
         _ => return Ok(None),
     }
-    let keys = LogicalPlan::Projection(Projection::try_new(vec![Expr::Column(key.clone())], source)?);
-    let keys = Arc::new(LogicalPlan::SubqueryAlias(SubqueryAlias::try_new(Arc::new(keys), KEYS_ALIAS)?));
-    let key = Column::new(Some(KEYS_ALIAS), key.name);
+    let (keys, key) = key_set(source, key, KEYS_ALIAS)?;
     cut(side, col, keys, &key, join, 0)
 }
 
@@ -172,18 +155,8 @@ fn cut(
     }
     match plan.as_ref() {
         LogicalPlan::Filter(f) if matches!(f.input.as_ref(), LogicalPlan::TableScan(_)) => {
-            // The keys build the hash table; the scan probes it.
-            let semi = Join::try_new(
-                keys,
-                f.input.clone(),
-                vec![(Expr::Column(key.clone()), Expr::Column(col.clone()))],
-                None,
-                JoinType::RightSemi,
-                JoinConstraint::On,
-                join.null_equality,
-                false,
-            )?;
-            Ok(Some(LogicalPlan::Filter(Filter::try_new(f.predicate.clone(), Arc::new(LogicalPlan::Join(semi)))?)))
+            let semi = keys_semi_join(keys, f.input.clone(), key, col, join)?;
+            Ok(Some(LogicalPlan::Filter(Filter::try_new(f.predicate.clone(), Arc::new(semi))?)))
         }
         LogicalPlan::Filter(f) => {
             if let LogicalPlan::Join(j) = f.input.as_ref() {
