@@ -101,6 +101,9 @@ impl TypeEnv for Env<'_> {
 /// The final expression of an aggregate call, given a lookup of its partial results by name.
 type Final = Box<dyn FnOnce(&dyn Fn(&str) -> DfExpr) -> DfExpr>;
 
+/// Window frame offsets from here on mean "unbounded" (no partition holds 2^40 rows).
+const MAX_FRAME_OFFSET: u64 = 1 << 40;
+
 /// DataFusion expressions with the names their results are read by.
 type Named = Vec<(String, DfExpr)>;
 
@@ -798,11 +801,14 @@ impl<'q> Translator<'q> {
                 // Without ORDER BY every row is a peer: the whole partition.
                 WindowFrame::new((!order.is_empty()).then_some(false))
             } else {
+                // An offset past any partition's length reaches its end: DataFusion's frame
+                // arithmetic overflows on offsets near u64::MAX.
+                let offset = |n: u64| ScalarValue::UInt64((n < MAX_FRAME_OFFSET).then_some(n));
                 let bound = |b: FrameBound| match b {
                     FrameBound::UnboundedPreceding => WindowFrameBound::Preceding(ScalarValue::UInt64(None)),
-                    FrameBound::Preceding(n) => WindowFrameBound::Preceding(ScalarValue::UInt64(Some(n))),
+                    FrameBound::Preceding(n) => WindowFrameBound::Preceding(offset(n)),
                     FrameBound::CurrentRow => WindowFrameBound::CurrentRow,
-                    FrameBound::Following(n) => WindowFrameBound::Following(ScalarValue::UInt64(Some(n))),
+                    FrameBound::Following(n) => WindowFrameBound::Following(offset(n)),
                     FrameBound::UnboundedFollowing => WindowFrameBound::Following(ScalarValue::UInt64(None)),
                 };
                 let units = if call.frame.rows { WindowFrameUnits::Rows } else { WindowFrameUnits::Range };

@@ -958,7 +958,12 @@ fn window_partition(
         WindowFunc::Lag | WindowFunc::Lead => {
             for k in 0..n {
                 let offset = args[k].get(1).and_then(|v| v.as_i64()).unwrap_or(1);
-                let target = if call.func == WindowFunc::Lag { k as i64 - offset } else { k as i64 + offset };
+                let target = if call.func == WindowFunc::Lag {
+                    (k as i64).checked_sub(offset)
+                } else {
+                    (k as i64).checked_add(offset)
+                };
+                let target = target.unwrap_or(-1);
                 values[part[k].2] =
                     if target >= 0 && (target as usize) < n { arg(target as usize, 0) } else { arg(k, 2) };
             }
