@@ -336,17 +336,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                 self.io.write(&eof);
             }
             QueryResult::Rows { columns, rows } => {
-                let mut count = Vec::new();
-                codec::put_lenenc(&mut count, columns.len() as u64);
-                self.io.write(&count);
-                for c in &columns {
-                    self.io.write(&codec::column_def(c, false));
-                }
-                self.io.write(&codec::eof_packet(self.status(), 0));
+                let status = self.status();
+                write_columns(&mut self.io, &columns, status);
                 for row in &rows {
-                    let payload =
-                        if binary { codec::binary_row(&columns, row) } else { codec::text_row(&columns, row) };
-                    self.io.write(&payload);
+                    write_row(&mut self.io, &columns, row, binary);
                 }
                 let eof = codec::eof_packet(self.status() | more_flag, self.session.warning_count());
                 self.io.write(&eof);
@@ -559,6 +552,28 @@ enum Transfer {
     Broken,
 }
 
+/// Queues a result set's head: the column count, the definitions and the EOF after them.
+fn write_columns<S: AsyncRead + AsyncWrite + Unpin>(io: &mut PacketIo<S>, columns: &[Column], status: u16) {
+    let mut count = Vec::new();
+    codec::put_lenenc(&mut count, columns.len() as u64);
+    io.write(&count);
+    for c in columns {
+        io.write(&codec::column_def(c, false));
+    }
+    io.write(&codec::eof_packet(status, 0));
+}
+
+/// Queues one row of a result set, in the binary protocol or as text.
+fn write_row<S: AsyncRead + AsyncWrite + Unpin>(
+    io: &mut PacketIo<S>,
+    columns: &[Column],
+    row: &[strata_common::Value],
+    binary: bool,
+) {
+    let payload = if binary { codec::binary_row(columns, row) } else { codec::text_row(columns, row) };
+    io.write(&payload);
+}
+
 /// Queued result rows are sent once they pass this many bytes.
 const STREAM_FLUSH_BYTES: usize = 64 * 1024;
 
@@ -615,20 +630,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> strata_sql::result::ClientPort fo
 #[async_trait::async_trait]
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> strata_sql::result::ResultSink for ClientSide<'_, S> {
     async fn columns(&mut self, columns: &[Column]) -> strata_common::Result<()> {
-        let mut count = Vec::new();
-        codec::put_lenenc(&mut count, columns.len() as u64);
-        self.io.write(&count);
-        for c in columns {
-            self.io.write(&codec::column_def(c, false));
-        }
-        self.io.write(&codec::eof_packet(self.status, 0));
+        write_columns(self.io, columns, self.status);
         self.send_some().await
     }
 
     async fn rows(&mut self, columns: &[Column], rows: &[strata_sql::expr::Row]) -> strata_common::Result<()> {
         for row in rows {
-            let payload = if self.binary { codec::binary_row(columns, row) } else { codec::text_row(columns, row) };
-            self.io.write(&payload);
+            write_row(self.io, columns, row, self.binary);
             self.send_some().await?;
         }
         Ok(())

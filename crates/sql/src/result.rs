@@ -239,12 +239,6 @@ impl<'s> QueryOutput<'s> {
         QueryOutput { columns, sink, left: cap, started: false, sent: 0, rows: Vec::new(), charge: Charge::new() }
     }
 
-    /// Whether some of the result has gone to the client already (so the query can no
-    /// longer start over on another engine).
-    pub fn started(&self) -> bool {
-        self.started
-    }
-
     /// Forgets the rows given so far, so that another engine can produce the result; false
     /// when some have gone to the client already.
     pub fn take_back(&mut self) -> bool {
