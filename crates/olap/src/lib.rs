@@ -424,29 +424,6 @@ impl OlapEngine {
         };
         Ok(Some(Running { physical, stream, types, pool }))
     }
-
-    /// Runs `query` to its end: its rows (charged to the statement); None when the row
-    /// engine must run it.
-    async fn collect(&self, query: &Query, source: &mut ScanSource<'_, '_>) -> Result<Option<Vec<Row>>> {
-        let Some(mut running) = self.begin(query, source).await? else { return Ok(None) };
-        let mut rows = Vec::new();
-        let mut charge = strata_sql::context::Charge::new();
-        loop {
-            match running.next().await? {
-                Next::Rows(mut batch) => {
-                    for r in &batch {
-                        charge.add_row(r)?;
-                    }
-                    rows.append(&mut batch);
-                }
-                Next::End => return Ok(Some(rows)),
-                Next::Cannot(why) => {
-                    tracing::debug!("column engine: {why}; row engine runs the query");
-                    return Ok(None);
-                }
-            }
-        }
-    }
 }
 
 #[async_trait]
@@ -513,7 +490,11 @@ impl ColumnEngine for OlapEngine {
             })
             .collect();
         let query = Query { plan: scan.clone(), columns, subqueries: Arc::new(Vec::new()) };
-        self.collect(&query, source).await
+        let mut out = QueryOutput::new(Vec::new(), None, None);
+        if !self.run(&query, source, &mut out).await? {
+            return Ok(None);
+        }
+        Ok(Some(out.into_rows()))
     }
 
     fn explain(&self, query: &Query, params: &[Value]) -> std::result::Result<Vec<String>, String> {

@@ -287,6 +287,11 @@ impl<'s> QueryOutput<'s> {
         }
     }
 
+    /// The rows collected (none went to a sink).
+    pub fn into_rows(self) -> Vec<Row> {
+        self.rows
+    }
+
     /// The statement's result: the collected rows, or the streamed result's count (its
     /// columns sent now if no row was).
     pub async fn finish(mut self) -> Result<QueryResult> {
