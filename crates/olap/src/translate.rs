@@ -18,7 +18,7 @@
 //! recursive CTEs, GROUP_CONCAT, ROLLUP, most functions) is a [`Skip`]: the row engine
 //! runs the query.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, IntervalMonthDayNano};
@@ -190,6 +190,14 @@ fn pred_cost(e: &Expr, inp: &Input) -> u8 {
         1
     } else {
         cost
+    }
+}
+
+/// The column of `schema` named `name` (qualified as the schema has it).
+fn named_column(schema: &DFSchemaRef, name: &str) -> DfExpr {
+    match schema.columns().into_iter().find(|c| c.name == name) {
+        Some(c) => DfExpr::Column(c),
+        None => DfExpr::Column(Column::from_name(name)),
     }
 }
 
@@ -498,7 +506,7 @@ impl<'q> Translator<'q> {
             strata_sql::binder::conjuncts(p, &mut all);
             all
         });
-        preds.sort_by_key(|p| pred_cost(p, &inp));
+        preds.sort_by_cached_key(|p| pred_cost(p, &inp));
         // One filter node: DataFusion's decorrelation pulls the correlated conjuncts out of
         // a single filter (over stacked ones TPC-H Q20's subquery lost a correlation key).
         let mut all: Option<DfExpr> = None;
@@ -678,12 +686,7 @@ impl<'q> Translator<'q> {
         let agg_plan =
             LogicalPlanBuilder::from(node.plan).aggregate(group_exprs, partials).map_err(df)?.build().map_err(df)?;
         let schema = agg_plan.schema().clone();
-        let column = |name: &str| -> DfExpr {
-            match schema.columns().into_iter().find(|c| c.name == name) {
-                Some(c) => DfExpr::Column(c),
-                None => DfExpr::Column(Column::from_name(name)),
-            }
-        };
+        let column = |name: &str| named_column(&schema, name);
         let mut out: Vec<DfExpr> = group_names.iter().map(|n| column(n)).collect();
         for f in finals {
             out.push(f(&column).alias(self.fresh()));
@@ -789,6 +792,7 @@ impl<'q> Translator<'q> {
         let inp = Input::of(&node.plan, &node.types);
         let mut types = node.types.clone();
         let mut window_exprs = Vec::new();
+        let mut window_names = HashSet::new();
         let mut finals: Vec<(Final, HashMap<String, String>)> = Vec::new();
         for call in calls {
             let t = self.ty(&Expr::Window(Box::new(call.clone())), &inp);
@@ -830,8 +834,7 @@ impl<'q> Translator<'q> {
             // them as; window expressions cannot be aliased, so their columns go by their
             // own names.
             let (parts, fin): (Named, Final) = match call.func {
-                WindowFunc::Agg(_, true) => return Err(Skip::new("DISTINCT window aggregate")),
-                WindowFunc::Agg(func, false) => {
+                WindowFunc::Agg(func) => {
                     let (parts, fin, _) =
                         self.agg_call(&AggCall { func, args: call.args.clone(), distinct: false }, &inp)?;
                     let mut windowed = Vec::with_capacity(parts.len());
@@ -906,7 +909,8 @@ impl<'q> Translator<'q> {
             for (name, e) in parts {
                 let e = over(e)?;
                 let own = e.schema_name().to_string();
-                if !window_exprs.iter().any(|w: &DfExpr| w.schema_name().to_string() == own) {
+                // The same window expression twice would be one column twice.
+                if window_names.insert(own.clone()) {
                     window_exprs.push(e);
                 }
                 names.insert(name, own);
@@ -919,13 +923,7 @@ impl<'q> Translator<'q> {
         let schema = windowed.schema().clone();
         let mut out: Vec<DfExpr> = inp.cols.iter().cloned().map(DfExpr::Column).collect();
         for (fin, names) in finals {
-            let column = |name: &str| -> DfExpr {
-                let own = names.get(name).map_or(name, |n| n.as_str());
-                match schema.columns().into_iter().find(|c| c.name == own) {
-                    Some(c) => DfExpr::Column(c),
-                    None => DfExpr::Column(Column::from_name(own)),
-                }
-            };
+            let column = |name: &str| named_column(&schema, names.get(name).map_or(name, |n| n.as_str()));
             out.push(fin(&column).alias(self.fresh()));
         }
         let plan = LogicalPlanBuilder::from(windowed).project(out).map_err(df)?.build().map_err(df)?;

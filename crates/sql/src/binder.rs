@@ -2090,12 +2090,12 @@ impl<'a> Binder<'a> {
             "first_value" => (WindowFunc::FirstValue, (1, 1)),
             "last_value" => (WindowFunc::LastValue, (1, 1)),
             "nth_value" => (WindowFunc::NthValue, (2, 2)),
-            "count" if star => (WindowFunc::Agg(AggFunc::CountStar, false), (0, 0)),
-            "count" => (WindowFunc::Agg(AggFunc::Count, distinct), (1, 1)),
-            "sum" => (WindowFunc::Agg(AggFunc::Sum, distinct), (1, 1)),
-            "avg" => (WindowFunc::Agg(AggFunc::Avg, distinct), (1, 1)),
-            "min" => (WindowFunc::Agg(AggFunc::Min, false), (1, 1)),
-            "max" => (WindowFunc::Agg(AggFunc::Max, false), (1, 1)),
+            "count" if star => (WindowFunc::Agg(AggFunc::CountStar), (0, 0)),
+            "count" => (WindowFunc::Agg(AggFunc::Count), (1, 1)),
+            "sum" => (WindowFunc::Agg(AggFunc::Sum), (1, 1)),
+            "avg" => (WindowFunc::Agg(AggFunc::Avg), (1, 1)),
+            "min" => (WindowFunc::Agg(AggFunc::Min), (1, 1)),
+            "max" => (WindowFunc::Agg(AggFunc::Max), (1, 1)),
             other => return Err(Error::unsupported(format!("window function {}", other.to_uppercase()))),
         };
         if args.len() < arity.0 || args.len() > arity.1 {
@@ -2136,10 +2136,7 @@ impl<'a> Binder<'a> {
         if let Some((i, min)) = positional {
             if let Some(a) = args.get(i) {
                 let unbound = matches!(a, Expr::Param(_)) && self.params.is_empty();
-                let ok = unbound
-                    || a.is_row_constant()
-                        && a.subquery_ids().is_empty()
-                        && matches!(self.const_value(a), Some(v) if v.as_i64().is_some_and(|n| n >= min));
+                let ok = unbound || matches!(self.constant_value(a), Some(v) if v.as_i64().is_some_and(|n| n >= min));
                 if !ok {
                     return Err(Error::user(
                         Code::WrongArguments,
@@ -2149,14 +2146,6 @@ impl<'a> Binder<'a> {
             }
         }
         Ok(Expr::Window(Box::new(WindowCall { func, args, partition, order, frame })))
-    }
-
-    /// The value of a row-independent expression, if it can be computed now (a `?` has no
-    /// value at PREPARE).
-    fn const_value(&self, e: &Expr) -> Option<Value> {
-        let empty = crate::expr::SubqueryValues::default();
-        let ctx = crate::expr::EvalCtx { params: self.params, outer: &[], subqueries: &empty };
-        e.eval(&[], &ctx).ok()
     }
 
     /// The window an OVER clause means: its own specification, or a named window (WINDOW

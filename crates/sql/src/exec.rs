@@ -982,22 +982,13 @@ fn window_partition(
                 };
             }
         }
-        WindowFunc::Agg(func, distinct) => {
+        WindowFunc::Agg(func) => {
             let mut held = Charge::new();
-            // Feeds the row at `at` into an accumulator (NULLs skipped, DISTINCT kept once).
-            let feed = |acc: &mut Acc, seen: &mut HashSet<Vec<u8>>, at: usize, held: &mut Charge| -> Result<()> {
+            // Feeds the row at `at` into an accumulator (NULLs skipped).
+            let feed = |acc: &mut Acc, at: usize, held: &mut Charge| -> Result<()> {
                 let a = &args[at];
                 if *func != AggFunc::CountStar && a.iter().any(|v| v.is_null()) {
                     return Ok(());
-                }
-                if *distinct {
-                    let mut key = Vec::new();
-                    for v in a {
-                        memcmp::encode_value(&mut key, &normalize_join_key(v));
-                    }
-                    if !seen.insert(key) {
-                        return Ok(());
-                    }
                 }
                 accumulate(acc, a.first().cloned().unwrap_or(Value::Null), usize::MAX, held)
             };
@@ -1007,7 +998,6 @@ fn window_partition(
                 // One running accumulator: frames grow forward from the partition's start
                 // (or backward from its end), each row's frame containing the previous one's.
                 let mut acc = new_acc(*func);
-                let mut seen: HashSet<Vec<u8>> = HashSet::new();
                 let order: Box<dyn Iterator<Item = usize>> =
                     if start_fixed { Box::new(0..n) } else { Box::new((0..n).rev()) };
                 let mut fed: Option<std::ops::Range<usize>> = None;
@@ -1017,13 +1007,13 @@ fn window_partition(
                         None if f.is_empty() => {}
                         None => {
                             for at in f.clone() {
-                                feed(&mut acc, &mut seen, at, &mut held)?;
+                                feed(&mut acc, at, &mut held)?;
                             }
                             fed = Some(f);
                         }
                         Some(done) => {
                             for at in (done.end..f.end).chain(f.start..done.start.min(f.end)) {
-                                feed(&mut acc, &mut seen, at, &mut held)?;
+                                feed(&mut acc, at, &mut held)?;
                             }
                             *done = done.start.min(f.start)..done.end.max(f.end);
                         }
@@ -1036,9 +1026,8 @@ fn window_partition(
                 for k in 0..n {
                     crate::interrupt::check()?;
                     let mut acc = new_acc(*func);
-                    let mut seen: HashSet<Vec<u8>> = HashSet::new();
                     for at in frame(k) {
-                        feed(&mut acc, &mut seen, at, &mut held)?;
+                        feed(&mut acc, at, &mut held)?;
                     }
                     values[part[k].2] = acc_value(acc, 0);
                 }

@@ -132,8 +132,9 @@ pub enum WindowFunc {
     PercentRank,
     /// CUME_DIST()
     CumeDist,
-    /// An aggregate over the frame (DISTINCT or not).
-    Agg(AggFunc, bool),
+    /// An aggregate over the frame (never DISTINCT: MySQL has no DISTINCT window
+    /// aggregates).
+    Agg(AggFunc),
 }
 
 /// One end of a window frame.

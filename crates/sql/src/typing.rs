@@ -321,7 +321,7 @@ pub fn expr_type(e: &Expr, env: &dyn TypeEnv) -> SqlType {
             // NULL for a NULL bucket count (MySQL refuses it; LAG-style constant anyway).
             WindowFunc::Ntile => SqlType::not_null(BIGINT).or_null(call.args.first().is_none_or(|a| t(a).nullable)),
             WindowFunc::PercentRank | WindowFunc::CumeDist => SqlType::not_null(ColumnType::Double),
-            WindowFunc::Agg(func, distinct) => agg_type(&AggCall { func, args: call.args.clone(), distinct }, env),
+            WindowFunc::Agg(func) => agg_type(&AggCall { func, args: call.args.clone(), distinct: false }, env),
             WindowFunc::Lag | WindowFunc::Lead => {
                 let a = call.args.first().map(t).unwrap_or_else(SqlType::null);
                 match call.args.get(2) {
