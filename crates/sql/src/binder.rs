@@ -1,12 +1,8 @@
-//! The binder and planner: turns a parsed query into a `Plan`, resolving names against the
-//! catalog with MySQL's rules and choosing how each table is read.
-//!
-//! Access paths come from the WHERE/ON conjuncts: equality on every primary key column gives
-//! a point get (an `IN` list of keys a batch point get); equality on a key prefix, with an
-//! optional range on the next column, a range scan of the primary key or of an index. A
-//! joined table whose key is fixed by columns of the tables before it is read per outer row
-//! (an index lookup join); other equi-joins become hash joins. Every conjunct stays in a
-//! filter too, so an access path only has to return a superset of the rows.
+//! The binder: turns a parsed query into a logical plan (`crate::logical`), resolving names
+//! against the catalog with MySQL's rules and typing every expression. It does not choose
+//! how tables are read: `plan_query` runs the rules (`crate::rules`) over the logical plan
+//! and hands it to physical planning (`crate::physical`), which picks access paths and join
+//! algorithms.
 
 use std::sync::Arc;
 
@@ -20,12 +16,12 @@ use crate::expr::{
     WindowFunc,
 };
 use crate::functions::{is_aggregate, is_session_function};
-use crate::plan::{Access, JoinKind, KeyRange, OutputColumn, Plan, Query, SubqueryPlan};
+use crate::logical::{JoinInput, LogicalPlan, LogicalSubquery};
+use crate::plan::{Access, JoinKind, OutputColumn, Plan, Query, SubqueryPlan};
 use crate::types::ColumnType;
 use crate::typing::SqlType;
 
 mod decorrelate;
-mod join_order;
 
 /// A FROM relation of a multi-table UPDATE/DELETE: its first column in the joined row and
 /// its base table (None for a derived table).
@@ -90,7 +86,8 @@ pub struct Scope {
 
 struct Cte {
     name: String,
-    query: Query,
+    plan: LogicalPlan,
+    columns: Vec<OutputColumn>,
 }
 
 /// Types of the names visible while binding.
@@ -134,7 +131,7 @@ pub struct Binder<'a> {
     session: &'a SessionInfo,
     outer: Vec<Scope>,
     correlated: Vec<bool>,
-    subqueries: Vec<SubqueryPlan>,
+    subqueries: Vec<LogicalSubquery>,
     ctes: Vec<Cte>,
     /// Subqueries decorrelated so far (names their hidden columns).
     decorrelated: usize,
@@ -214,7 +211,7 @@ pub fn expr_class(e: &Expr, scope: &Scope) -> Class {
 /// Whether an index on a column of type `ty` can look up values of class `c`: a string
 /// key cannot serve a comparison with a number or a date (those compare as numbers or
 /// dates, not in the key's string order).
-fn key_serves(ty: &Option<ColumnType>, c: Class) -> bool {
+pub(crate) fn key_serves(ty: &Option<ColumnType>, c: Class) -> bool {
     match ty.as_ref().map(type_class) {
         Some(Class::String) => matches!(c, Class::String | Class::Unknown),
         _ => true,
@@ -223,7 +220,7 @@ fn key_serves(ty: &Option<ColumnType>, c: Class) -> bool {
 
 /// Hash join keys for `l = r`, converted so that equal keys encode alike: a string against
 /// a number compares as doubles, a string against a date as dates (MySQL's rules).
-fn comparable_keys(l: Expr, r: Expr, scope: &Scope) -> (Expr, Expr) {
+pub(crate) fn comparable_keys(l: Expr, r: Expr, scope: &Scope) -> (Expr, Expr) {
     let cast = |e: Expr, t: CastType| Expr::Cast(Box::new(e), t);
     match (expr_class(&l, scope), expr_class(&r, scope)) {
         (Class::String, Class::Number)
@@ -409,9 +406,28 @@ impl<'a> Binder<'a> {
         }
     }
 
-    /// Subqueries collected so far.
-    pub fn take_subqueries(&mut self) -> Arc<Vec<SubqueryPlan>> {
-        Arc::new(std::mem::take(&mut self.subqueries))
+    /// Subqueries collected so far, planned.
+    pub fn take_subqueries(&mut self) -> Result<Arc<Vec<SubqueryPlan>>> {
+        let subs = std::mem::take(&mut self.subqueries);
+        let planned = subs
+            .into_iter()
+            .map(|mut sq| {
+                sq.plan = crate::rules::optimize(sq.plan, &self.rule_ctx(), None)?;
+                crate::physical::subquery(sq)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Arc::new(planned))
+    }
+
+    /// What the rules may consult.
+    pub fn rule_ctx(&self) -> crate::rules::RuleCtx<'_> {
+        crate::rules::RuleCtx { stats: self.catalog, vars: &self.session.vars, params: self.params }
+    }
+
+    /// The physical plan of a logical plan bound by this binder: the rules, then physical
+    /// planning.
+    pub fn physical(&self, plan: LogicalPlan) -> Result<Plan> {
+        crate::physical::plan(crate::rules::optimize(plan, &self.rule_ctx(), None)?)
     }
 
     /// The current database or error 1046.
@@ -433,7 +449,7 @@ impl<'a> Binder<'a> {
     /// Plans a view's query as a derived table: in the view's database, without the
     /// enclosing statement's CTEs or outer rows. Returns the plan and its columns, named
     /// by the view's column list.
-    pub fn view_query(&mut self, view: &ViewInfo) -> Result<(Plan, Vec<OutputColumn>)> {
+    pub fn view_query(&mut self, view: &ViewInfo) -> Result<(LogicalPlan, Vec<OutputColumn>)> {
         let (plan, mut cols) = self.bind_view_query(view).map_err(|e| match e.code() {
             Code::NoSuchTable | Code::BadField | Code::BadDb | Code::FunctionNotExists | Code::TableAccessDenied => {
                 invalid_view(view)
@@ -458,7 +474,7 @@ impl<'a> Binder<'a> {
     }
 
     /// Binds a view's stored query (errors as the query itself reports them).
-    pub fn bind_view_query(&mut self, view: &ViewInfo) -> Result<(Plan, Vec<OutputColumn>)> {
+    pub fn bind_view_query(&mut self, view: &ViewInfo) -> Result<(LogicalPlan, Vec<OutputColumn>)> {
         if self.view_db.len() >= MAX_VIEW_NESTING {
             return Err(Error::user(
                 Code::ViewRecursive,
@@ -522,16 +538,16 @@ impl<'a> Binder<'a> {
 
     /// Plans a whole query (the top level of a statement).
     pub fn plan_query(&mut self, q: &ast::Query) -> Result<Query> {
-        let plan = self.query(q)?;
+        let (plan, scope) = self.query(q)?;
         Ok(Query {
-            plan: plan.0,
-            columns: plan.1.columns.iter().map(|c| c.meta.clone()).collect(),
-            subqueries: self.take_subqueries(),
+            plan: self.physical(plan)?,
+            columns: scope.columns.iter().map(|c| c.meta.clone()).collect(),
+            subqueries: self.take_subqueries()?,
         })
     }
 
     /// Plans a query, returning the plan and its output scope.
-    pub fn query(&mut self, q: &ast::Query) -> Result<(Plan, Scope)> {
+    pub fn query(&mut self, q: &ast::Query) -> Result<(LogicalPlan, Scope)> {
         let saved_ctes = self.ctes.len();
         if let Some(with) = &q.with {
             for cte in &with.cte_tables {
@@ -548,7 +564,7 @@ impl<'a> Binder<'a> {
                     c.name = n;
                 }
                 let name = cte.alias.name.value.clone();
-                self.ctes.push(Cte { name, query: Query { plan, columns, subqueries: Arc::new(Vec::new()) } });
+                self.ctes.push(Cte { name, plan, columns });
             }
         }
         if !q.locks.is_empty() {
@@ -580,7 +596,7 @@ impl<'a> Binder<'a> {
                         let e = self.order_key_on_output(&ob.expr, &scope)?;
                         keys.push((e, matches!(ob.options.sort, Some(ast::OrderBySort::Desc))));
                     }
-                    (Plan::Sort { input: Box::new(plan), keys }, scope)
+                    (LogicalPlan::Sort { input: Box::new(plan), keys }, scope)
                 }
             }
         };
@@ -589,8 +605,7 @@ impl<'a> Binder<'a> {
             let empty = Scope::default();
             let limit = limit.map(|l| self.expr(&l, &empty)).transpose()?;
             let offset = offset.map(|o| self.expr(&o, &empty)).transpose()?;
-            push_limit_into_scan(&mut plan, limit.as_ref(), offset.as_ref());
-            plan = Plan::Limit { input: Box::new(plan), limit, offset };
+            plan = LogicalPlan::Limit { input: Box::new(plan), limit, offset };
         }
         self.ctes.truncate(saved_ctes);
         Ok((plan, scope))
@@ -641,10 +656,7 @@ impl<'a> Binder<'a> {
         }
         let id = self.work_tables;
         self.work_tables += 1;
-        self.ctes.push(Cte {
-            name: name.clone(),
-            query: Query { plan: Plan::WorkTable(id), columns: columns.clone(), subqueries: Arc::new(Vec::new()) },
-        });
+        self.ctes.push(Cte { name: name.clone(), plan: LogicalPlan::WorkTable(id), columns: columns.clone() });
         let step = self.set_expr(right);
         self.ctes.pop();
         let (step, step_scope) = step?;
@@ -655,14 +667,14 @@ impl<'a> Binder<'a> {
             ));
         }
         let max_depth = self.session.vars.get("cte_max_recursion_depth").and_then(|v| v.as_i64()).unwrap_or(1000);
-        let plan = Plan::Recursive {
+        let plan = LogicalPlan::Recursive {
             seed: Box::new(seed),
             step: Box::new(step),
             id,
             all: matches!(set_quantifier, ast::SetQuantifier::All),
             max_depth: max_depth.max(0) as u64,
         };
-        Ok(Some(Cte { name, query: Query { plan, columns, subqueries: Arc::new(Vec::new()) } }))
+        Ok(Some(Cte { name, plan, columns }))
     }
 
     fn order_key_on_output(&mut self, e: &ast::Expr, scope: &Scope) -> Result<Expr> {
@@ -678,7 +690,7 @@ impl<'a> Binder<'a> {
         self.expr(e, scope)
     }
 
-    fn set_expr(&mut self, body: &ast::SetExpr) -> Result<(Plan, Scope)> {
+    fn set_expr(&mut self, body: &ast::SetExpr) -> Result<(LogicalPlan, Scope)> {
         match body {
             ast::SetExpr::Select(s) => self.select(s, &[]),
             ast::SetExpr::Query(q) => self.query(q),
@@ -701,7 +713,7 @@ impl<'a> Binder<'a> {
                         })
                         .collect(),
                 };
-                Ok((Plan::Values(rows), scope))
+                Ok((LogicalPlan::Values(rows), scope))
             }
             ast::SetExpr::SetOperation { op, set_quantifier, left, right } => {
                 let kind = match op {
@@ -733,8 +745,8 @@ impl<'a> Binder<'a> {
                 let lp = coerce_set_input(lp, &lt, &merged);
                 let rp = coerce_set_input(rp, &rt, &merged);
                 let plan = match kind {
-                    None => Plan::Union { inputs: vec![lp, rp], all },
-                    Some(intersect) => Plan::SetOp { left: Box::new(lp), right: Box::new(rp), intersect, all },
+                    None => LogicalPlan::Union { inputs: vec![lp, rp], all },
+                    Some(intersect) => LogicalPlan::SetOp { left: Box::new(lp), right: Box::new(rp), intersect, all },
                 };
                 Ok((plan, scope))
             }
@@ -751,7 +763,7 @@ impl<'a> Binder<'a> {
                 if db.is_none() {
                     if let Some(cte) = self.ctes.iter().rev().find(|c| c.name.eq_ignore_ascii_case(&tname)) {
                         let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(tname.clone());
-                        return Ok(Relation::derived(cte.query.plan.clone(), &cte.query.columns, &alias));
+                        return Ok(Relation::derived(cte.plan.clone(), &cte.columns, &alias));
                     }
                 }
                 let db_name = match db {
@@ -785,7 +797,7 @@ impl<'a> Binder<'a> {
                     let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(tname.clone());
                     let cols = information_schema_types(cols, &rows);
                     let values = rows.into_iter().map(|r| r.into_iter().map(Expr::Literal).collect()).collect();
-                    return Ok(Relation::derived(Plan::Values(values), &cols, &alias));
+                    return Ok(Relation::derived(LogicalPlan::Values(values), &cols, &alias));
                 }
                 if let Some(view) = self.view_info(&db_name, &tname) {
                     let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(view.name.clone());
@@ -813,8 +825,10 @@ impl<'a> Binder<'a> {
         }
     }
 
-    /// Plans FROM with the WHERE conjuncts (those used are removed from `preds`).
-    fn from(&mut self, from: &[ast::TableWithJoins], preds: &mut Vec<Expr>) -> Result<(Plan, Scope)> {
+    /// Plans FROM as one logical join of its relations, with ON conditions bound, taking
+    /// from `preds` (WHERE conjuncts over the FROM row) those the join can place: the ones
+    /// without subqueries that read only its columns.
+    fn from(&mut self, from: &[ast::TableWithJoins], preds: &mut Vec<Expr>) -> Result<(LogicalPlan, Scope)> {
         // Flatten into (relation, join kind, ON).
         let mut items: Vec<(Relation, JoinKind, Option<ast::Expr>)> = Vec::new();
         for twj in from {
@@ -838,16 +852,19 @@ impl<'a> Binder<'a> {
                         let right_width = rel.scope.columns.len();
                         let mut scope = rel.scope.clone();
                         scope.columns.extend(prev.0.scope.columns.iter().cloned());
-                        let (left_plan, _) = rel.into_plan_scope();
-                        let (right_plan, _) = prev.0.into_plan_scope();
-                        let on_bound = on.map(|e| self.expr(&e, &scope)).transpose()?;
-                        let joined = Plan::Join {
-                            left: Box::new(left_plan),
-                            right: Box::new(right_plan),
-                            kind: JoinKind::Left,
-                            on: on_bound,
-                            right_width: left_width,
-                            correlated: false,
+                        let left_plan = rel.into_plan(self.lock_reads);
+                        let right_plan = prev.0.into_plan(self.lock_reads);
+                        let mut on_preds = Vec::new();
+                        if let Some(e) = on {
+                            conjuncts(self.expr(&e, &scope)?, &mut on_preds);
+                        }
+                        let joined = LogicalPlan::Join {
+                            inputs: vec![
+                                JoinInput::new(left_plan, right_width, JoinKind::Inner, Vec::new()),
+                                JoinInput::new(right_plan, left_width, JoinKind::Left, on_preds),
+                            ],
+                            filter: Vec::new(),
+                            scope: scope.clone(),
                         };
                         let reorder: Vec<Expr> =
                             (right_width..right_width + left_width).chain(0..right_width).map(Expr::Column).collect();
@@ -857,7 +874,7 @@ impl<'a> Binder<'a> {
                         for c in &mut out_scope.columns[..left_width] {
                             c.meta.not_null = false;
                         }
-                        let plan = Plan::Project { input: Box::new(joined), exprs: reorder };
+                        let plan = LogicalPlan::Project { input: Box::new(joined), exprs: reorder };
                         items.push((Relation { table: None, plan: Some(plan), scope: out_scope }, prev.1, prev.2));
                         continue;
                     }
@@ -893,7 +910,7 @@ impl<'a> Binder<'a> {
                 }
             }
         }
-        // Full scope, for binding WHERE.
+        // The joined row: each relation's columns in written order.
         let mut scope = Scope::default();
         let mut offsets = Vec::new();
         for (rel, _, _) in &items {
@@ -901,297 +918,27 @@ impl<'a> Binder<'a> {
             scope.columns.extend(rel.scope.columns.iter().cloned());
         }
         check_unique_aliases(&items.iter().map(|i| &i.0).collect::<Vec<_>>())?;
-        if let Some(plan) = self.reordered_join(&mut items, &offsets, &scope, preds)? {
-            return Ok((plan, scope));
-        }
-        propagate_constants(preds);
-        let plan = self.join_items(items, &offsets, &scope, preds, &[])?;
-        Ok((plan, scope))
-    }
-
-    /// Plans an all-inner join in the order statistics say is cheapest (`join_order`) when
-    /// every table has them; otherwise in an order where each table joins one already read
-    /// on a predicate, when the written order would not (`FROM t1, t2, t3 WHERE t1.a =
-    /// t3.a AND t3.b = t2.b` reads t1, t3, t2): a FROM list in any order must not become a
-    /// cross product of tables the WHERE clause connects. That order is greedy: the first
-    /// table as written, then repeatedly the first remaining table (as written) that a
-    /// predicate connects to those already joined, or the first remaining one when none is
-    /// connected.
-    /// Returns None when that order is the written one (the usual case); otherwise the plan,
-    /// with a projection that puts columns back in written order, so `scope` and every
-    /// expression bound against it stay valid. ON conjuncts of inner joins are WHERE
-    /// conjuncts; they move into `preds`. Conjuncts the join cannot place (subqueries,
-    /// columns added after FROM) stay in `preds` in written order for the caller.
-    fn reordered_join(
-        &mut self,
-        items: &mut Vec<(Relation, JoinKind, Option<ast::Expr>)>,
-        offsets: &[usize],
-        scope: &Scope,
-        preds: &mut Vec<Expr>,
-    ) -> Result<Option<Plan>> {
-        if items.len() < 2 || items.iter().any(|i| i.1 != JoinKind::Inner) {
-            return Ok(None);
-        }
         let total = scope.columns.len();
-        let widths: Vec<usize> = items.iter().map(|i| i.0.scope.columns.len()).collect();
-        let mut on_preds = Vec::new();
-        for (k, (rel, _, on)) in items.iter().enumerate() {
-            if let Some(on) = on {
-                let prefix_scope = Scope { columns: scope.columns[..offsets[k] + rel.scope.columns.len()].to_vec() };
-                conjuncts(self.expr(on, &prefix_scope)?, &mut on_preds);
-            }
-        }
-        let rel_of = |c: usize| offsets.partition_point(|&o| o <= c) - 1;
-        let placeable = |e: &Expr| !e.has_subquery() && e.columns().iter().all(|&c| c < total);
-        // The tables each placeable conjunct connects.
-        let edges: Vec<Vec<usize>> = preds
-            .iter()
-            .chain(&on_preds)
-            .filter(|e| placeable(e))
-            .map(|e| {
-                let mut rels: Vec<usize> = e.columns().into_iter().map(rel_of).collect();
-                rels.sort_unstable();
-                rels.dedup();
-                rels
-            })
-            .filter(|r| r.len() > 1)
-            .collect();
-        let n = items.len();
-        let placed: Vec<&Expr> = preds.iter().chain(&on_preds).filter(|e| placeable(e)).collect();
-        let rels: Vec<&Relation> = items.iter().map(|i| &i.0).collect();
-        let (order, build_left) = match self.cost_order(&rels, offsets, &placed) {
-            Some(found) => found,
-            None if n < 3 => return Ok(None),
-            None => {
-                let mut order = vec![0];
-                let mut joined = vec![false; n];
-                joined[0] = true;
-                while order.len() < n {
-                    let connected = (0..n).find(|&j| {
-                        !joined[j] && edges.iter().any(|e| e.contains(&j) && e.iter().all(|&r| r == j || joined[r]))
-                    });
-                    let next = connected.unwrap_or_else(|| (0..n).find(|&j| !joined[j]).unwrap_or(0));
-                    joined[next] = true;
-                    order.push(next);
-                }
-                (order, Vec::new())
-            }
-        };
-        let written = order.iter().enumerate().all(|(i, &k)| i == k);
-        if written && !build_left.contains(&true) {
-            return Ok(None);
-        }
-        // Column positions: written → planned.
-        let mut map = vec![0; total];
-        let mut new_offsets = Vec::with_capacity(n);
-        let mut at = 0;
-        for &k in &order {
-            new_offsets.push(at);
-            let width = widths[k];
-            for (i, m) in map[offsets[k]..offsets[k] + width].iter_mut().enumerate() {
-                *m = at + i;
-            }
-            at += width;
-        }
-        let remap = |e: Expr, map: &[usize]| {
-            e.transform(&mut |x| Ok(if let Expr::Column(i) = x { Expr::Column(map[i]) } else { x }))
-        };
-        let (mut planned, kept): (Vec<Expr>, Vec<Expr>) =
-            std::mem::take(preds).into_iter().chain(on_preds).partition(|e| placeable(e));
-        planned = planned.into_iter().map(|e| remap(e, &map)).collect::<Result<_>>()?;
-        propagate_constants(&mut planned);
-        let mut slots: Vec<Option<(Relation, JoinKind, Option<ast::Expr>)>> =
-            std::mem::take(items).into_iter().map(|(r, k, _)| Some((r, k, None))).collect();
-        let permuted = order.iter().map(|&k| slots[k].take().expect("each table once")).collect();
-        let planned_scope = Scope {
-            columns: order
-                .iter()
-                .flat_map(|&k| scope.columns[offsets[k]..offsets[k] + widths[k]].iter().cloned())
-                .collect(),
-        };
-        let plan = self.join_items(permuted, &new_offsets, &planned_scope, &mut planned, &build_left)?;
-        // Whatever the join did not place goes back in written order.
-        let mut back = vec![0; total];
-        for (i, &m) in map.iter().enumerate() {
-            back[m] = i;
-        }
-        for e in planned {
-            preds.push(remap(e, &back)?);
-        }
-        preds.extend(kept);
-        if written {
-            return Ok(Some(plan));
-        }
-        Ok(Some(Plan::Project { input: Box::new(plan), exprs: map.into_iter().map(Expr::Column).collect() }))
-    }
-
-    /// Joins FROM items in the order given (`offsets` are their first columns in `scope`),
-    /// placing each conjunct of `preds` as early as its columns allow. `build_left[k]`: an
-    /// inner hash join with item k hashes the items before it (estimated fewer rows) and
-    /// streams item k past them.
-    fn join_items(
-        &mut self,
-        items: Vec<(Relation, JoinKind, Option<ast::Expr>)>,
-        offsets: &[usize],
-        scope: &Scope,
-        preds: &mut Vec<Expr>,
-        build_left: &[bool],
-    ) -> Result<Plan> {
-        let total = scope.columns.len();
-        // Tables on the inner side of a LEFT JOIN must not receive WHERE conjuncts.
-        let mut plan: Option<Plan> = None;
-        let mut left_width = 0;
+        let mut inputs = Vec::with_capacity(items.len());
         for (k, (rel, kind, on)) in items.into_iter().enumerate() {
-            let off = offsets[k];
             let width = rel.scope.columns.len();
-            let prefix_scope = Scope { columns: scope.columns[..off + width].to_vec() };
             let mut on_preds = Vec::new();
             if let Some(on) = &on {
+                let prefix_scope = Scope { columns: scope.columns[..offsets[k] + width].to_vec() };
                 conjuncts(self.expr(on, &prefix_scope)?, &mut on_preds);
             }
-            // Conjuncts placeable now: ON conjuncts, plus WHERE conjuncts (inner joins only)
-            // that only use columns up to this relation.
-            let mut here: Vec<Expr> = on_preds;
-            if kind == JoinKind::Inner {
-                let mut i = 0;
-                while i < preds.len() {
-                    let cols = preds[i].columns();
-                    if !preds[i].has_subquery()
-                        && cols.iter().all(|&c| c < off + width)
-                        && (k == 0 || cols.iter().any(|&c| c >= off) || cols.is_empty())
-                    {
-                        here.push(preds.remove(i));
-                    } else {
-                        i += 1;
-                    }
-                }
-            }
-            // Split into local (only this relation's columns) and join conjuncts.
-            let (local, join): (Vec<Expr>, Vec<Expr>) = here.into_iter().partition(|e| {
-                !e.has_subquery() && e.columns().iter().all(|&c| c >= off && c < off + width) && !e.columns().is_empty()
-            });
-            let local_rebased = local.iter().cloned().map(|e| e.rebase(off, false)).collect::<Result<Vec<_>>>()?;
-            let mut join = join;
-            let right = match plan.take() {
-                None => {
-                    // First relation: constant conjuncts (no columns) stay in `join` as a filter.
-                    let p = rel.into_scan(local_rebased, &[], self.lock_reads)?;
-                    plan = Some(match and_all(std::mem::take(&mut join)) {
-                        Some(pred) => Plan::Filter { input: Box::new(p), pred },
-                        None => p,
-                    });
-                    left_width = width;
-                    continue;
-                }
-                Some(left) => (left, rel),
-            };
-            let (left, rel) = right;
-            // Try an index lookup join: conjuncts `this.col = f(left columns)`.
-            let mut lookup_keys: Vec<(usize, Expr)> = Vec::new();
-            for e in &join {
-                if let Expr::Binary(BinOp::Eq, a, b) = e {
-                    for (x, y) in [(a, b), (b, a)] {
-                        if let Expr::Column(c) = **x {
-                            if c >= off
-                                && c < off + width
-                                && y.columns().iter().all(|&i| i < off)
-                                && !y.has_subquery()
-                                && key_serves(&scope.columns[c].meta.ty, expr_class(y, scope))
-                            {
-                                lookup_keys.push((c - off, (**y).clone().to_outer()?));
-                            }
-                        }
-                    }
-                }
-            }
-            let mut key_cols = lookup_keys.clone();
-            for e in &local_rebased {
-                if let Expr::Binary(BinOp::Eq, a, b) = e {
-                    for (x, y) in [(a, b), (b, a)] {
-                        if let Expr::Column(c) = **x {
-                            if y.is_row_constant() {
-                                key_cols.push((c, (**y).clone()));
-                            }
-                        }
-                    }
-                }
-            }
-            let has_lookup = rel.table.is_some() && !lookup_keys.is_empty() && rel.can_lookup(&key_cols);
-            if has_lookup {
-                let local_outer = local.into_iter().map(|e| e.rebase(off, true)).collect::<Result<Vec<_>>>()?;
-                let scan = rel.into_scan(local_outer, &lookup_keys, self.lock_reads)?;
-                plan = Some(Plan::Join {
-                    left: Box::new(left),
-                    right: Box::new(scan),
-                    kind,
-                    on: and_all(join),
-                    right_width: width,
-                    correlated: true,
-                });
-            } else {
-                // Hash join on equalities between the sides, else nested loop.
-                let mut lk = Vec::new();
-                let mut rk = Vec::new();
-                let mut rest = Vec::new();
-                for e in join {
-                    let mut used = false;
-                    if let Expr::Binary(BinOp::Eq, a, b) = &e {
-                        let (ac, bc) = (a.columns(), b.columns());
-                        let left_only = |cs: &Vec<usize>| !cs.is_empty() && cs.iter().all(|&c| c < off);
-                        let right_only =
-                            |cs: &Vec<usize>| !cs.is_empty() && cs.iter().all(|&c| c >= off && c < off + width);
-                        if !a.has_subquery() && !b.has_subquery() {
-                            let pair = if left_only(&ac) && right_only(&bc) {
-                                Some((a, b))
-                            } else if left_only(&bc) && right_only(&ac) {
-                                Some((b, a))
-                            } else {
-                                None
-                            };
-                            if let Some((l, r)) = pair {
-                                let (l, r) = comparable_keys((**l).clone(), (**r).clone(), scope);
-                                lk.push(l);
-                                rk.push(r.rebase(off, false)?);
-                                used = true;
-                            }
-                        }
-                    }
-                    if !used {
-                        rest.push(e);
-                    }
-                }
-                let scan = rel.into_scan(local_rebased, &[], self.lock_reads)?;
-                plan = Some(if lk.is_empty() {
-                    Plan::Join {
-                        left: Box::new(left),
-                        right: Box::new(scan),
-                        kind,
-                        on: and_all(rest),
-                        right_width: width,
-                        correlated: false,
-                    }
-                } else {
-                    Plan::HashJoin {
-                        left: Box::new(left),
-                        right: Box::new(scan),
-                        left_keys: lk,
-                        right_keys: rk,
-                        kind,
-                        on: and_all(rest),
-                        right_width: width,
-                        build_left: kind == JoinKind::Inner && build_left.get(k).copied().unwrap_or(false),
-                    }
-                });
-            }
-            left_width += width;
+            inputs.push(JoinInput::new(rel.into_plan(self.lock_reads), width, kind, on_preds));
         }
-        debug_assert_eq!(left_width, total);
-        Ok(plan.unwrap_or(Plan::Dual))
+        let (filter, rest): (Vec<Expr>, Vec<Expr>) = std::mem::take(preds)
+            .into_iter()
+            .partition(|e| !e.has_subquery() && e.columns().iter().all(|&c| c < total));
+        *preds = rest;
+        Ok((LogicalPlan::Join { inputs, filter, scope: scope.clone() }, scope))
     }
 
     // ----- SELECT -----
 
-    fn select(&mut self, s: &ast::Select, order_by: &[ast::OrderByExpr]) -> Result<(Plan, Scope)> {
+    fn select(&mut self, s: &ast::Select, order_by: &[ast::OrderByExpr]) -> Result<(LogicalPlan, Scope)> {
         for (i, w) in s.named_window.iter().enumerate() {
             if s.named_window[..i].iter().any(|v| lower(&v.0.value) == lower(&w.0.value)) {
                 return Err(Error::user(
@@ -1206,14 +953,14 @@ impl<'a> Binder<'a> {
         r
     }
 
-    fn select_block(&mut self, s: &ast::Select, order_by: &[ast::OrderByExpr]) -> Result<(Plan, Scope)> {
+    fn select_block(&mut self, s: &ast::Select, order_by: &[ast::OrderByExpr]) -> Result<(LogicalPlan, Scope)> {
         let mut preds = Vec::new();
         // Scalar aggregate subqueries that would rescan their table per row are rewritten
         // into joins (see `decorrelate`); `s` then refers to their hidden columns.
         let rewritten: Option<ast::Select>;
         let mut s = s;
         let (plan, scope) = if s.from.is_empty() {
-            (Plan::Dual, Scope::default())
+            (LogicalPlan::Dual, Scope::default())
         } else {
             // Bind WHERE against the full scope first, so FROM planning can use it.
             let mut rels_scope = self.scope_of_from(&s.from)?;
@@ -1242,12 +989,12 @@ impl<'a> Binder<'a> {
             (p, sc)
         };
         let mut plan = match and_all(std::mem::take(&mut preds)) {
-            Some(pred) => Plan::Filter { input: Box::new(plan), pred },
+            Some(pred) => LogicalPlan::Filter { input: Box::new(plan), pred },
             None => plan,
         };
         if s.from.is_empty() {
             if let Some(w) = &s.selection {
-                plan = Plan::Filter { input: Box::new(plan), pred: self.expr(w, &scope)? };
+                plan = LogicalPlan::Filter { input: Box::new(plan), pred: self.expr(w, &scope)? };
             }
         }
         // Projection items.
@@ -1368,17 +1115,17 @@ impl<'a> Binder<'a> {
                     .collect::<Vec<_>>()
             });
             input_width = group.len() + aggs.len();
-            plan = Plan::Aggregate { input: Box::new(plan), group, aggs, rollup };
+            plan = LogicalPlan::Aggregate { input: Box::new(plan), group, aggs, rollup };
             if let Some(mut exprs) = row {
                 exprs.extend((0..input_width).map(Expr::Column));
                 input_width = exprs.len();
-                plan = Plan::Project { input: Box::new(plan), exprs };
+                plan = LogicalPlan::Project { input: Box::new(plan), exprs };
             }
             if let Some(h) = having.take() {
-                plan = Plan::Filter { input: Box::new(plan), pred: h };
+                plan = LogicalPlan::Filter { input: Box::new(plan), pred: h };
             }
         } else if let Some(h) = having.take() {
-            plan = Plan::Filter { input: Box::new(plan), pred: h };
+            plan = LogicalPlan::Filter { input: Box::new(plan), pred: h };
         }
         // Window functions run over those rows, before DISTINCT, ORDER BY and LIMIT; each
         // call becomes a column after the input's.
@@ -1389,13 +1136,13 @@ impl<'a> Binder<'a> {
             .map(|(e, d)| Ok((extract_windows(e, input_width, &mut calls)?, d)))
             .collect::<Result<_>>()?;
         if !calls.is_empty() {
-            plan = Plan::Window { input: Box::new(plan), calls };
+            plan = LogicalPlan::Window { input: Box::new(plan), calls };
         }
         let width = proj.len();
         let distinct = matches!(s.distinct, Some(ast::Distinct::Distinct));
         if distinct {
-            plan = Plan::Project { input: Box::new(plan), exprs: proj.clone() };
-            plan = Plan::Distinct { input: Box::new(plan) };
+            plan = LogicalPlan::Project { input: Box::new(plan), exprs: proj.clone() };
+            plan = LogicalPlan::Distinct { input: Box::new(plan) };
             if !order_keys.is_empty() {
                 let keys = order_keys
                     .into_iter()
@@ -1407,10 +1154,10 @@ impl<'a> Binder<'a> {
                         )),
                     })
                     .collect::<Result<Vec<_>>>()?;
-                plan = Plan::Sort { input: Box::new(plan), keys };
+                plan = LogicalPlan::Sort { input: Box::new(plan), keys };
             }
         } else if order_keys.is_empty() {
-            plan = Plan::Project { input: Box::new(plan), exprs: proj };
+            plan = LogicalPlan::Project { input: Box::new(plan), exprs: proj };
         } else {
             let mut exprs = proj;
             let mut keys = Vec::new();
@@ -1418,9 +1165,9 @@ impl<'a> Binder<'a> {
                 exprs.push(k);
                 keys.push((Expr::Column(exprs.len() - 1), d));
             }
-            plan = Plan::Project { input: Box::new(plan), exprs };
-            plan = Plan::Sort { input: Box::new(plan), keys };
-            plan = Plan::Truncate { input: Box::new(plan), width };
+            plan = LogicalPlan::Project { input: Box::new(plan), exprs };
+            plan = LogicalPlan::Sort { input: Box::new(plan), keys };
+            plan = LogicalPlan::Truncate { input: Box::new(plan), width };
         }
         let out_scope = Scope {
             columns: items
@@ -1448,7 +1195,7 @@ impl<'a> Binder<'a> {
                 if db.is_none() {
                     if let Some(cte) = self.ctes.iter().rev().find(|c| c.name.eq_ignore_ascii_case(&tname)) {
                         let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(tname.clone());
-                        return Ok(Relation::derived(Plan::Dual, &cte.query.columns, &alias).scope);
+                        return Ok(Relation::derived(LogicalPlan::Dual, &cte.columns, &alias).scope);
                     }
                 }
                 let db = match db {
@@ -1459,7 +1206,7 @@ impl<'a> Binder<'a> {
                     let (cols, rows) = crate::show::information_schema(self.catalog, &tname)?;
                     let cols = information_schema_types(cols, &rows);
                     let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(tname.clone());
-                    return Ok(Relation::derived(Plan::Dual, &cols, &alias).scope);
+                    return Ok(Relation::derived(LogicalPlan::Dual, &cols, &alias).scope);
                 }
                 if let Some(view) = self.view_info(&db, &tname) {
                     let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(view.name.clone());
@@ -1474,7 +1221,7 @@ impl<'a> Binder<'a> {
                             cols
                         }
                     };
-                    return Ok(Relation::derived(Plan::Dual, &cols, &alias).scope);
+                    return Ok(Relation::derived(LogicalPlan::Dual, &cols, &alias).scope);
                 }
                 let table = self.table_info(&db, &tname)?;
                 let alias = alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(table.name.clone());
@@ -1500,7 +1247,7 @@ impl<'a> Binder<'a> {
                         cols
                     }
                 };
-                Relation::derived(Plan::Dual, &cols, &alias).scope
+                Relation::derived(LogicalPlan::Dual, &cols, &alias).scope
             }
             ast::TableFactor::NestedJoin { table_with_joins, .. } => {
                 let mut s = self.relation_scope(&table_with_joins.relation)?;
@@ -1706,21 +1453,12 @@ impl<'a> Binder<'a> {
         self.lock_reads = saved_lock;
         self.outer.pop();
         let correlated = self.correlated.pop().unwrap_or(true);
-        let (mut plan, sub_scope) = r?;
+        let (plan, sub_scope) = r?;
         if kind == SubqueryKind::Scalar && sub_scope.columns.len() != 1 {
             return Err(Error::user(Code::OperandColumns, "Operand should contain 1 column(s)"));
         }
-        // EXISTS needs one row; a scalar subquery two (to tell "more than one").
-        let enough = match kind {
-            SubqueryKind::Exists => Some(1),
-            SubqueryKind::Scalar => Some(2),
-            SubqueryKind::Rows => None,
-        };
-        if let Some(n) = enough {
-            push_limit_into_scan(&mut plan, Some(&Expr::lit(Value::Int(n))), None);
-        }
         let ty = sub_scope.columns.first().map(|c| SqlType::of_output(&c.meta)).unwrap_or_else(SqlType::null);
-        self.subqueries.push(SubqueryPlan { plan, kind, correlated, ty });
+        self.subqueries.push(LogicalSubquery { plan, kind, correlated, ty });
         Ok(self.subqueries.len() - 1)
     }
 
@@ -2136,7 +1874,8 @@ impl<'a> Binder<'a> {
         if let Some((i, min)) = positional {
             if let Some(a) = args.get(i) {
                 let unbound = matches!(a, Expr::Param(_)) && self.params.is_empty();
-                let ok = unbound || matches!(self.constant_value(a), Some(v) if v.as_i64().is_some_and(|n| n >= min));
+                let ok = unbound
+                    || matches!(crate::rules::constant_value(a, self.params), Some(v) if v.as_i64().is_some_and(|n| n >= min));
                 if !ok {
                     return Err(Error::user(
                         Code::WrongArguments,
@@ -2378,96 +2117,6 @@ fn interval_arith(op: BinOp, l: Expr, r: Expr) -> Result<Expr> {
     let unit = iv.pop().unwrap_or(Expr::Literal(Value::str("day")));
     let amount = iv.pop().unwrap_or(Expr::Literal(Value::Null));
     Ok(Expr::Func(if sub { "date_sub_interval" } else { "date_add_interval" }.into(), vec![date, amount, unit]))
-}
-
-/// Pushes LIMIT (+ OFFSET) into a single-table scan whose key order is the query's order:
-/// a plain projection over the scan, optionally sorted ascending by the key columns that
-/// follow the access path's equality prefix. Locking reads then lock only those rows.
-fn push_limit_into_scan(plan: &mut Plan, limit: Option<&Expr>, offset: Option<&Expr>) {
-    let Some(limit) = limit else { return };
-    let n = match offset {
-        Some(o) => Expr::Binary(BinOp::Add, Box::new(limit.clone()), Box::new(o.clone())),
-        None => limit.clone(),
-    };
-    let (sort_keys, project) = match plan {
-        Plan::Truncate { input, .. } => match &mut **input {
-            Plan::Sort { input, keys } => (Some(keys.clone()), &mut **input),
-            _ => return,
-        },
-        Plan::Project { .. } => (None, plan),
-        _ => return,
-    };
-    let Plan::Project { input, exprs } = project else { return };
-    let Plan::Scan { table, access, limit: scan_limit, .. } = &mut **input else { return };
-    let (eq_len, pk_order) = match access {
-        Access::Full => (0, true),
-        Access::PkRange(r) => (r.eq.len(), true),
-        _ => (0, false),
-    };
-    // Without ORDER BY any rows will do, in whatever order the access path reads them.
-    if !pk_order && sort_keys.is_some() {
-        return;
-    }
-    if let Some(keys) = sort_keys {
-        let Some(pk) = &table.pk else { return };
-        for (i, (k, desc)) in keys.iter().enumerate() {
-            let Expr::Column(j) = k else { return };
-            let Some(Expr::Column(c)) = exprs.get(*j) else { return };
-            if *desc || pk.get(eq_len + i) != Some(c) {
-                return;
-            }
-        }
-    }
-    *scan_limit = Some(n);
-}
-
-/// Adds `a = const` for every column `a` that WHERE equates (directly or through other
-/// columns) with a constant, so that `c_w_id = w_id AND w_id = ?` also fixes `c_w_id` and the
-/// access path can use it. The original conjuncts stay.
-fn propagate_constants(preds: &mut Vec<Expr>) {
-    let mut parent: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
-    fn find(p: &mut std::collections::HashMap<usize, usize>, x: usize) -> usize {
-        let mut r = x;
-        while let Some(&n) = p.get(&r) {
-            if n == r {
-                break;
-            }
-            r = n;
-        }
-        p.insert(x, r);
-        r
-    }
-    let mut consts: Vec<(usize, Expr)> = Vec::new();
-    for e in preds.iter() {
-        if let Expr::Binary(BinOp::Eq, a, b) = e {
-            match (&**a, &**b) {
-                (Expr::Column(x), Expr::Column(y)) => {
-                    let (rx, ry) = (find(&mut parent, *x), find(&mut parent, *y));
-                    parent.insert(rx, ry);
-                    parent.entry(ry).or_insert(ry);
-                }
-                (Expr::Column(x), v) | (v, Expr::Column(x)) if v.is_row_constant() => consts.push((*x, v.clone())),
-                _ => {}
-            }
-        }
-    }
-    if consts.is_empty() || parent.is_empty() {
-        return;
-    }
-    let cols: Vec<usize> = parent.keys().copied().collect();
-    let fixed: std::collections::HashSet<usize> = consts.iter().map(|(c, _)| *c).collect();
-    let mut added = Vec::new();
-    for (c, v) in &consts {
-        let root = find(&mut parent, *c);
-        for &m in &cols {
-            if m != *c && !fixed.contains(&m) && find(&mut parent, m) == root && !added.iter().any(|(x, _)| *x == m) {
-                added.push((m, v.clone()));
-            }
-        }
-    }
-    for (m, v) in added {
-        preds.push(Expr::Binary(BinOp::Eq, Box::new(Expr::Column(m)), Box::new(v)));
-    }
 }
 
 /// Unknown column error.
@@ -2712,7 +2361,7 @@ fn check_unique_aliases(rels: &[&Relation]) -> Result<()> {
 /// One FROM item being planned.
 struct Relation {
     table: Option<Arc<TableInfo>>,
-    plan: Option<Plan>,
+    plan: Option<LogicalPlan>,
     scope: Scope,
 }
 
@@ -2742,7 +2391,7 @@ impl Relation {
         Relation { table: Some(table), plan: None, scope }
     }
 
-    fn derived(plan: Plan, cols: &[OutputColumn], alias: &str) -> Relation {
+    fn derived(plan: LogicalPlan, cols: &[OutputColumn], alias: &str) -> Relation {
         let scope = Scope {
             columns: cols
                 .iter()
@@ -2760,136 +2409,16 @@ impl Relation {
         self.scope.columns.first().map(|c| c.table.clone()).unwrap_or_default()
     }
 
-    fn into_plan_scope(self) -> (Plan, Scope) {
+    /// The relation's rows: a table's scan (locked with `lock`) or the derived plan.
+    fn into_plan(self, lock: bool) -> LogicalPlan {
         match (self.table, self.plan) {
-            (_, Some(p)) => (p, self.scope),
-            (Some(t), None) => {
-                (Plan::Scan { table: t, access: Access::Full, filter: None, lock: false, limit: None }, self.scope)
-            }
-            (None, None) => (Plan::Dual, self.scope),
+            (_, Some(p)) => p,
+            (Some(table), None) => LogicalPlan::Scan { table, lock },
+            (None, None) => LogicalPlan::Dual,
         }
-    }
-
-    /// Whether `keys` (column offset, value) fix the primary key or an index prefix.
-    fn can_lookup(&self, keys: &[(usize, Expr)]) -> bool {
-        let Some(t) = &self.table else { return false };
-        let has = |c: usize| keys.iter().any(|(k, _)| *k == c);
-        if let Some(pk) = &t.pk {
-            if pk.first().is_some_and(|c| has(*c)) {
-                return true;
-            }
-        }
-        t.indexes.iter().any(|i| i.is_public() && i.columns.first().is_some_and(|c| has(*c)))
-    }
-
-    /// Plans the scan of this relation with its local predicates (bound to its own row) and
-    /// equality keys (column offset, value constant per execution).
-    fn into_scan(self, local: Vec<Expr>, eq_keys: &[(usize, Expr)], lock: bool) -> Result<Plan> {
-        let Some(table) = self.table else {
-            let (plan, _) = Relation { table: None, plan: self.plan, scope: self.scope }.into_plan_scope();
-            return Ok(match and_all(local) {
-                Some(pred) => Plan::Filter { input: Box::new(plan), pred },
-                None => plan,
-            });
-        };
-        let access = choose_access(&table, &local, eq_keys);
-        Ok(Plan::Scan { table, access, filter: and_all(local), lock, limit: None })
     }
 }
 
-/// A row-constructor IN list: the column offsets and the candidate tuples.
-type RowIn = (Vec<usize>, Vec<Vec<Expr>>);
-
-/// Column bounds gathered from predicates.
-#[derive(Default, Clone)]
-struct ColumnBounds {
-    eq: Option<Expr>,
-    in_list: Option<Vec<Expr>>,
-    lower: Option<(Expr, bool)>,
-    upper: Option<(Expr, bool)>,
-}
-
-fn gather_bounds(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -> (Vec<ColumnBounds>, Option<RowIn>) {
-    let mut b = vec![ColumnBounds::default(); table.columns.len()];
-    let mut row_in = None;
-    for (c, e) in eq_keys {
-        b[*c].eq = Some(e.clone());
-    }
-    for p in local {
-        match p {
-            Expr::Binary(op, x, y) => {
-                let (col, val, op) = match (&**x, &**y) {
-                    (Expr::Column(c), v) if v.is_row_constant() => (*c, v.clone(), *op),
-                    (v, Expr::Column(c)) if v.is_row_constant() => (*c, v.clone(), flip(*op)),
-                    _ => continue,
-                };
-                let cb = &mut b[col];
-                match op {
-                    BinOp::Eq => cb.eq = cb.eq.take().or(Some(val)),
-                    BinOp::Gt => cb.lower = Some((val, false)),
-                    BinOp::GtEq => cb.lower = Some((val, true)),
-                    BinOp::Lt => cb.upper = Some((val, false)),
-                    BinOp::LtEq => cb.upper = Some((val, true)),
-                    _ => {}
-                }
-            }
-            Expr::Between(x, lo, hi, false) => {
-                if let Expr::Column(c) = **x {
-                    if lo.is_row_constant() && hi.is_row_constant() {
-                        b[c].lower = Some(((**lo).clone(), true));
-                        b[c].upper = Some(((**hi).clone(), true));
-                    }
-                }
-            }
-            Expr::InList(x, list, false) if list.iter().all(|e| e.is_row_constant()) => match &**x {
-                Expr::Column(c) => b[*c].in_list = Some(list.clone()),
-                Expr::Row(cols) if cols.iter().all(|c| matches!(c, Expr::Column(_))) => {
-                    let idx: Vec<usize> =
-                        cols.iter().filter_map(|c| if let Expr::Column(i) = c { Some(*i) } else { None }).collect();
-                    let tuples: Option<Vec<Vec<Expr>>> =
-                        list.iter().map(|t| if let Expr::Row(v) = t { Some(v.clone()) } else { None }).collect();
-                    if let Some(t) = tuples {
-                        row_in = Some((idx, t));
-                    }
-                }
-                _ => {}
-            },
-            _ => {}
-        }
-    }
-    (b, row_in)
-}
-
-fn flip(op: BinOp) -> BinOp {
-    match op {
-        BinOp::Lt => BinOp::Gt,
-        BinOp::LtEq => BinOp::GtEq,
-        BinOp::Gt => BinOp::Lt,
-        BinOp::GtEq => BinOp::LtEq,
-        other => other,
-    }
-}
-
-fn key_range(cols: &[usize], b: &[ColumnBounds]) -> (KeyRange, usize) {
-    let mut r = KeyRange::default();
-    let mut score = 0;
-    for &c in cols {
-        if let Some(e) = &b[c].eq {
-            r.eq.push(e.clone());
-            score += 2;
-            continue;
-        }
-        if b[c].lower.is_some() || b[c].upper.is_some() {
-            r.lower = b[c].lower.clone();
-            r.upper = b[c].upper.clone();
-            score += 1;
-        }
-        break;
-    }
-    (r, score)
-}
-
-/// Chooses the access path for a table.
 /// The cast that converts a value of type `from` to the numeric result type `to` (DECIMAL
 /// or DOUBLE) as MySQL does implicitly, when one is needed: integers, decimals of another
 /// scale, decimals into DOUBLE.
@@ -2909,7 +2438,7 @@ fn numeric_coercion(from: &SqlType, to: &SqlType) -> Option<CastType> {
 
 /// One input of a set operation with its numeric columns converted to the result's type
 /// (MySQL: `SELECT 1 UNION SELECT 2.50` gives 1.00), as casts in a projection.
-fn coerce_set_input(plan: Plan, types: &[SqlType], merged: &[SqlType]) -> Plan {
+fn coerce_set_input(plan: LogicalPlan, types: &[SqlType], merged: &[SqlType]) -> LogicalPlan {
     let casts: Vec<Option<CastType>> = types.iter().zip(merged).map(|(t, m)| numeric_coercion(t, m)).collect();
     if casts.iter().all(Option::is_none) {
         return plan;
@@ -2922,92 +2451,7 @@ fn coerce_set_input(plan: Plan, types: &[SqlType], merged: &[SqlType]) -> Plan {
             None => Expr::Column(i),
         })
         .collect();
-    Plan::Project { input: Box::new(plan), exprs }
-}
-
-fn choose_access(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -> Access {
-    let (b, row_in) = gather_bounds(table, local, eq_keys);
-    if let Some(pk) = &table.pk {
-        // Point get: equality on every PK column.
-        if pk.iter().all(|c| b[*c].eq.is_some()) {
-            return Access::Points(vec![pk
-                .iter()
-                .map(|c| b[*c].eq.clone().unwrap_or(Expr::Literal(Value::Null)))
-                .collect()]);
-        }
-        // Batch point get: `pk IN (...)` with the other PK columns fixed.
-        for &c in pk {
-            if let Some(list) = &b[c].in_list {
-                if pk.iter().all(|k| *k == c || b[*k].eq.is_some()) {
-                    let points = list
-                        .iter()
-                        .map(|v| {
-                            pk.iter()
-                                .map(|k| {
-                                    if *k == c {
-                                        v.clone()
-                                    } else {
-                                        b[*k].eq.clone().unwrap_or(Expr::Literal(Value::Null))
-                                    }
-                                })
-                                .collect()
-                        })
-                        .collect();
-                    return Access::Points(points);
-                }
-            }
-        }
-        // Row constructor `(pk columns) IN ((...), ...)`.
-        if let Some((idx, tuples)) = &row_in {
-            // Covering only a prefix of the key: one range per tuple.
-            let covered = pk.iter().take_while(|k| idx.contains(k) || b[**k].eq.is_some()).count();
-            if covered > 0 && covered < pk.len() && idx.iter().all(|c| pk[..covered].contains(c)) {
-                let prefixes = tuples
-                    .iter()
-                    .map(|t| {
-                        pk[..covered]
-                            .iter()
-                            .map(|k| match idx.iter().position(|i| i == k) {
-                                Some(p) => t.get(p).cloned().unwrap_or(Expr::Literal(Value::Null)),
-                                None => b[*k].eq.clone().unwrap_or(Expr::Literal(Value::Null)),
-                            })
-                            .collect()
-                    })
-                    .collect();
-                return Access::Prefixes(prefixes);
-            }
-            if pk.iter().all(|k| idx.contains(k) || b[*k].eq.is_some()) {
-                let points = tuples
-                    .iter()
-                    .map(|t| {
-                        pk.iter()
-                            .map(|k| match idx.iter().position(|i| i == k) {
-                                Some(p) => t.get(p).cloned().unwrap_or(Expr::Literal(Value::Null)),
-                                None => b[*k].eq.clone().unwrap_or(Expr::Literal(Value::Null)),
-                            })
-                            .collect()
-                    })
-                    .collect();
-                return Access::Points(points);
-            }
-        }
-    }
-    let mut best: (usize, Access) = (0, Access::Full);
-    if let Some(pk) = &table.pk {
-        let (r, score) = key_range(pk, &b);
-        if score > 0 {
-            best = (score * 2 + 1, Access::PkRange(r));
-        }
-    }
-    for (i, idx) in table.indexes.iter().enumerate().filter(|(_, x)| x.is_public()) {
-        let (r, score) = key_range(&idx.columns, &b);
-        let unique_full = idx.unique && r.eq.len() == idx.columns.len();
-        let s = score * 2 + if unique_full { 3 } else { 0 };
-        if s > best.0 {
-            best = (s, Access::Index(i, r));
-        }
-    }
-    best.1
+    LogicalPlan::Project { input: Box::new(plan), exprs }
 }
 
 impl Binder<'_> {
@@ -3042,15 +2486,15 @@ impl Binder<'_> {
         self.lock_reads = true;
         let (plan, scope) = self.from(from, &mut preds)?;
         let plan = match and_all(preds) {
-            Some(pred) => Plan::Filter { input: Box::new(plan), pred },
+            Some(pred) => LogicalPlan::Filter { input: Box::new(plan), pred },
             None => plan,
         };
-        Ok((plan, scope, rels))
+        Ok((self.physical(plan)?, scope, rels))
     }
 
-    /// Plans the row source of a single-table UPDATE or DELETE: the access path, the
-    /// predicate checked on each row, and the conjuncts that need subqueries (evaluated
-    /// by the caller).
+    /// Plans the row source of a single-table UPDATE or DELETE through the rules and
+    /// physical planning, as a one-table join: the access path, the predicate checked on
+    /// each row, and the conjuncts that need subqueries (evaluated by the caller).
     pub fn dml_scan(
         &mut self,
         table: &Arc<TableInfo>,
@@ -3062,8 +2506,21 @@ impl Binder<'_> {
             conjuncts(self.expr(w, scope)?, &mut preds);
         }
         let (with_sub, local): (Vec<Expr>, Vec<Expr>) = preds.into_iter().partition(|p| p.has_subquery());
-        let access = choose_access(table, &local, &[]);
-        Ok((access, and_all(local), and_all(with_sub)))
+        let scan = LogicalPlan::Scan { table: table.clone(), lock: true };
+        let join = LogicalPlan::Join {
+            inputs: vec![JoinInput::new(scan, table.columns.len(), JoinKind::Inner, Vec::new())],
+            filter: local,
+            scope: scope.clone(),
+        };
+        // Conjuncts without columns filter the scan's rows.
+        let (scan, constant) = match self.physical(join)? {
+            Plan::Filter { input, pred } => (*input, Some(pred)),
+            other => (other, None),
+        };
+        let Plan::Scan { access, filter, .. } = scan else {
+            return Err(Error::internal("a one-table join planned as something other than a scan"));
+        };
+        Ok((access, and_all(filter.into_iter().chain(constant).collect()), and_all(with_sub)))
     }
 }
 

@@ -327,7 +327,7 @@ impl DmlCtx<'_> {
                                 row.push(None);
                             } else {
                                 let bound = binder.expr(e, &empty)?;
-                                let subs = binder.take_subqueries();
+                                let subs = binder.take_subqueries()?;
                                 ctx.subqueries = subs;
                                 row.push(Some(ctx.eval(&bound, &Vec::new()).await?));
                             }
@@ -367,7 +367,7 @@ impl DmlCtx<'_> {
                 let col = assignment_column(&table, a)?;
                 upsert.push((col, binder.expr(&rewrite_values_fn(&a.value), &scope)?));
             }
-            upsert_subs = binder.take_subqueries();
+            upsert_subs = binder.take_subqueries()?;
         } else if ins.on.is_some() {
             return Err(Error::unsupported("ON CONFLICT"));
         }
@@ -552,7 +552,7 @@ impl DmlCtx<'_> {
         }
         let (access, filter, residual) = binder.dml_scan(&table, &scope, up.selection.as_ref())?;
         let (order, limit) = bind_order_limit(&mut binder, &scope, &up.order_by, up.limit.as_ref())?;
-        let subs = binder.take_subqueries();
+        let subs = binder.take_subqueries()?;
         let mut ctx = ExecCtx::new(txn, self.params, subs);
         let rows =
             select_rows(&mut ctx, &table, &access, filter.as_ref(), residual.as_ref(), &order, limit.as_ref()).await?;
@@ -594,7 +594,7 @@ impl DmlCtx<'_> {
         let scope = Binder::table_scope(&table, &alias);
         let (access, filter, residual) = binder.dml_scan(&table, &scope, del.selection.as_ref())?;
         let (order, limit) = bind_order_limit(&mut binder, &scope, &del.order_by, del.limit.as_ref())?;
-        let subs = binder.take_subqueries();
+        let subs = binder.take_subqueries()?;
         let mut ctx = ExecCtx::new(txn, self.params, subs);
         let rows =
             select_rows(&mut ctx, &table, &access, filter.as_ref(), residual.as_ref(), &order, limit.as_ref()).await?;
@@ -709,7 +709,7 @@ impl DmlCtx<'_> {
             };
             assigns.push((t, col, pos, value));
         }
-        let subs = binder.take_subqueries();
+        let subs = binder.take_subqueries()?;
         let mut ctx = ExecCtx::new(txn, self.params, subs);
         let joined = execute(&plan, &mut ctx).await?;
         // New values are computed from the joined rows before anything is written; MySQL
@@ -789,7 +789,7 @@ impl DmlCtx<'_> {
                 targets.push(Target { table, offset, done: Default::default() });
             }
         }
-        let subs = binder.take_subqueries();
+        let subs = binder.take_subqueries()?;
         let mut ctx = ExecCtx::new(txn, self.params, subs);
         let joined = execute(&plan, &mut ctx).await?;
         drop(ctx);

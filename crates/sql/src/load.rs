@@ -724,7 +724,7 @@ pub async fn run(
             if crate::dml::is_default_keyword(&a.value) { None } else { Some(binder.expr(&value, &scope)?) },
         ));
     }
-    let subqueries = binder.take_subqueries();
+    let subqueries = binder.take_subqueries()?;
     let on_dup = match spec.duplicates {
         Duplicates::Replace => OnDuplicate::Replace,
         _ if spec.lenient() => OnDuplicate::Ignore,

@@ -2316,7 +2316,7 @@ impl Session {
                 let info = self.info();
                 let mut binder = Binder::new(&self.engine.catalog, &info);
                 let e = binder.expr(other, &crate::binder::Scope::default())?;
-                let subs = binder.take_subqueries();
+                let subs = binder.take_subqueries()?;
                 if subs.is_empty() {
                     let ctx = crate::expr::EvalCtx { params: &[], outer: &[], subqueries: &Default::default() };
                     e.eval(&[], &ctx)?

@@ -32,12 +32,13 @@ use sqlparser::ast::{self, Visit, VisitMut};
 
 use super::{conjuncts_ast, contains_aggregate, expr_text, lower, Binder, Scope, ScopeColumn};
 use crate::expr::{BinOp, Expr};
+use crate::logical::{JoinInput, LogicalPlan};
 use crate::plan::{Access, JoinKind, OutputColumn, Plan};
 
 /// A decorrelated subquery: the grouped plan to join and the join keys.
 pub(super) struct Decorrelated {
     /// Output: the inner key values, then the aggregate.
-    pub plan: Plan,
+    pub plan: LogicalPlan,
     /// Key expressions over the outer row (the query's FROM scope).
     pub outer_keys: Vec<Expr>,
     /// The hidden name the rewritten expression refers to.
@@ -67,19 +68,23 @@ impl Decorrelated {
     }
 
     /// Joins the grouped plan to `plan` (whose columns are `scope`) and appends the hidden
-    /// columns to `scope`.
-    pub fn join_onto(self, plan: Plan, scope: &mut Scope) -> Plan {
-        let keys = self.outer_keys.len();
+    /// columns to `scope`: a LEFT join on the keys.
+    pub fn join_onto(self, plan: LogicalPlan, scope: &mut Scope) -> LogicalPlan {
+        let (width, keys) = (scope.columns.len(), self.outer_keys.len());
         scope.columns.extend(self.hidden_columns());
-        Plan::HashJoin {
-            left: Box::new(plan),
-            right: Box::new(self.plan),
-            left_keys: self.outer_keys,
-            right_keys: (0..keys).map(Expr::Column).collect(),
-            kind: JoinKind::Left,
-            on: None,
-            right_width: keys + 1,
-            build_left: false,
+        let on = self
+            .outer_keys
+            .into_iter()
+            .enumerate()
+            .map(|(k, e)| Expr::Binary(BinOp::Eq, Box::new(e), Box::new(Expr::Column(width + k))))
+            .collect();
+        LogicalPlan::Join {
+            inputs: vec![
+                JoinInput::new(plan, width, JoinKind::Inner, Vec::new()),
+                JoinInput::new(self.plan, keys + 1, JoinKind::Left, on),
+            ],
+            filter: Vec::new(),
+            scope: scope.clone(),
         }
     }
 }
@@ -209,7 +214,7 @@ impl Binder<'_> {
         self.correlated.pop();
         self.outer.pop();
         let (plan, _) = per_row.ok()?;
-        if keyed_by_outer(&plan, 0) {
+        if keyed_by_outer(&self.physical(plan).ok()?, 0) {
             return None;
         }
 

@@ -1,0 +1,297 @@
+//! Logical plans: what a query computes, as the binder understands it, before anyone has
+//! decided how. A table is read by a `Scan` that names the table and nothing else; the
+//! tables of a FROM clause are one `Join` whose inputs keep their ON conditions and whose
+//! WHERE conjuncts wait in `filter` to be placed. Rules (`crate::rules`) rewrite this plan
+//! (join order, constant propagation); `crate::physical` then chooses access paths (point
+//! get, ranges, indexes) and join algorithms (index lookup, hash, nested loop) and builds
+//! the `plan::Plan` the row executor runs and the column engine translates.
+//!
+//! Expressions are bound as for the physical plan: columns by position in the node's
+//! input row, the enclosing rows of a correlated subquery as `Expr::Outer`.
+
+use std::sync::Arc;
+
+use crate::binder::Scope;
+use crate::catalog::TableInfo;
+use crate::expr::{AggCall, Expr, SubqueryKind, WindowCall};
+use crate::plan::JoinKind;
+
+/// A logical plan node.
+#[derive(Clone, Debug)]
+pub enum LogicalPlan {
+    /// One row with no columns (SELECT without FROM).
+    Dual,
+    /// Literal rows.
+    Values(Vec<Vec<Expr>>),
+    /// Every row of a table (which rows a predicate keeps, and how to find them, is the
+    /// physical planner's business). With `lock`, rows are read with a current read under
+    /// pessimistic locks (FOR UPDATE, multi-table DML).
+    Scan {
+        /// The table.
+        table: Arc<TableInfo>,
+        /// Lock the rows read.
+        lock: bool,
+    },
+    /// The FROM clause: inputs joined left to right, each row the concatenation of the
+    /// inputs' rows.
+    Join {
+        /// Inputs in join order.
+        inputs: Vec<JoinInput>,
+        /// Conjuncts over the joined row (WHERE; for an inner join whose order a rule
+        /// chose, also ON), each applied as early as the columns it reads allow. None of
+        /// them reads a subquery.
+        filter: Vec<Expr>,
+        /// The joined row's columns (names and types).
+        scope: Scope,
+    },
+    /// Keeps rows satisfying the predicate.
+    Filter {
+        /// Input.
+        input: Box<LogicalPlan>,
+        /// Predicate.
+        pred: Expr,
+    },
+    /// Computes new columns.
+    Project {
+        /// Input.
+        input: Box<LogicalPlan>,
+        /// Output expressions.
+        exprs: Vec<Expr>,
+    },
+    /// Grouping: output is group values followed by aggregate values.
+    Aggregate {
+        /// Input.
+        input: Box<LogicalPlan>,
+        /// Group expressions.
+        group: Vec<Expr>,
+        /// Aggregates.
+        aggs: Vec<AggCall>,
+        /// WITH ROLLUP.
+        rollup: bool,
+    },
+    /// Sorts by keys (expression, descending).
+    Sort {
+        /// Input.
+        input: Box<LogicalPlan>,
+        /// Keys.
+        keys: Vec<(Expr, bool)>,
+    },
+    /// OFFSET / LIMIT.
+    Limit {
+        /// Input.
+        input: Box<LogicalPlan>,
+        /// Maximum rows.
+        limit: Option<Expr>,
+        /// Rows to skip.
+        offset: Option<Expr>,
+    },
+    /// Removes duplicate rows.
+    Distinct {
+        /// Input.
+        input: Box<LogicalPlan>,
+    },
+    /// UNION (ALL) of same-width inputs.
+    Union {
+        /// Inputs.
+        inputs: Vec<LogicalPlan>,
+        /// Keep duplicates.
+        all: bool,
+    },
+    /// INTERSECT or EXCEPT (see `plan::Plan::SetOp`).
+    SetOp {
+        /// Left input.
+        left: Box<LogicalPlan>,
+        /// Right input.
+        right: Box<LogicalPlan>,
+        /// INTERSECT (true) or EXCEPT (false).
+        intersect: bool,
+        /// Keep duplicates.
+        all: bool,
+    },
+    /// A recursive CTE (see `plan::Plan::Recursive`).
+    Recursive {
+        /// The non-recursive part.
+        seed: Box<LogicalPlan>,
+        /// The recursive part.
+        step: Box<LogicalPlan>,
+        /// Which work table `step` reads.
+        id: usize,
+        /// UNION ALL.
+        all: bool,
+        /// Rounds allowed.
+        max_depth: u64,
+    },
+    /// Window functions: each input row followed by one value per call.
+    Window {
+        /// Input.
+        input: Box<LogicalPlan>,
+        /// The calls.
+        calls: Vec<WindowCall>,
+    },
+    /// The rows the previous round of a recursive CTE produced.
+    WorkTable(usize),
+    /// Keeps the first `width` columns.
+    Truncate {
+        /// Input.
+        input: Box<LogicalPlan>,
+        /// Columns kept.
+        width: usize,
+    },
+}
+
+/// One input of a `Join`.
+#[derive(Clone, Debug)]
+pub struct JoinInput {
+    /// Its rows.
+    pub plan: LogicalPlan,
+    /// How it joins the inputs before it (the first input's kind is Inner).
+    pub kind: JoinKind,
+    /// ON conjuncts, over the joined row up to and including this input.
+    pub on: Vec<Expr>,
+    /// Columns of its rows.
+    pub width: usize,
+    /// A hint from join ordering: the rows joined so far are estimated fewer than this
+    /// input's, so an inner hash join should build on them.
+    pub build_left: bool,
+}
+
+impl JoinInput {
+    /// An input of `width` columns joined with `kind` on `on`.
+    pub fn new(plan: LogicalPlan, width: usize, kind: JoinKind, on: Vec<Expr>) -> JoinInput {
+        JoinInput { plan, kind, on, width, build_left: false }
+    }
+}
+
+/// A subquery used by an expression, before physical planning.
+#[derive(Clone, Debug)]
+pub struct LogicalSubquery {
+    /// The plan.
+    pub plan: LogicalPlan,
+    /// How its result is used.
+    pub kind: SubqueryKind,
+    /// Whether it refers to enclosing rows.
+    pub correlated: bool,
+    /// The type of its first column.
+    pub ty: crate::typing::SqlType,
+}
+
+impl LogicalPlan {
+    /// The plans this node reads from.
+    pub fn children(&self) -> Vec<&LogicalPlan> {
+        match self {
+            LogicalPlan::Dual | LogicalPlan::Values(_) | LogicalPlan::Scan { .. } | LogicalPlan::WorkTable(_) => {
+                vec![]
+            }
+            LogicalPlan::Join { inputs, .. } => inputs.iter().map(|i| &i.plan).collect(),
+            LogicalPlan::Filter { input, .. }
+            | LogicalPlan::Project { input, .. }
+            | LogicalPlan::Aggregate { input, .. }
+            | LogicalPlan::Sort { input, .. }
+            | LogicalPlan::Limit { input, .. }
+            | LogicalPlan::Distinct { input }
+            | LogicalPlan::Window { input, .. }
+            | LogicalPlan::Truncate { input, .. } => vec![input],
+            LogicalPlan::SetOp { left, right, .. } => vec![left, right],
+            LogicalPlan::Union { inputs, .. } => inputs.iter().collect(),
+            LogicalPlan::Recursive { seed, step, .. } => vec![seed, step],
+        }
+    }
+
+    /// Rewrites every node bottom-up with `f` (children first, then the node).
+    pub fn transform_up(
+        self,
+        f: &mut dyn FnMut(LogicalPlan) -> strata_common::Result<LogicalPlan>,
+    ) -> strata_common::Result<LogicalPlan> {
+        crate::depth::ensure_stack()?;
+        let go = |p: Box<LogicalPlan>, f: &mut dyn FnMut(LogicalPlan) -> strata_common::Result<LogicalPlan>| {
+            p.transform_up(f).map(Box::new)
+        };
+        let node = match self {
+            LogicalPlan::Join { inputs, filter, scope } => LogicalPlan::Join {
+                inputs: inputs
+                    .into_iter()
+                    .map(|i| Ok(JoinInput { plan: i.plan.transform_up(f)?, ..i }))
+                    .collect::<strata_common::Result<_>>()?,
+                filter,
+                scope,
+            },
+            LogicalPlan::Filter { input, pred } => LogicalPlan::Filter { input: go(input, f)?, pred },
+            LogicalPlan::Project { input, exprs } => LogicalPlan::Project { input: go(input, f)?, exprs },
+            LogicalPlan::Aggregate { input, group, aggs, rollup } => {
+                LogicalPlan::Aggregate { input: go(input, f)?, group, aggs, rollup }
+            }
+            LogicalPlan::Sort { input, keys } => LogicalPlan::Sort { input: go(input, f)?, keys },
+            LogicalPlan::Limit { input, limit, offset } => LogicalPlan::Limit { input: go(input, f)?, limit, offset },
+            LogicalPlan::Distinct { input } => LogicalPlan::Distinct { input: go(input, f)? },
+            LogicalPlan::Window { input, calls } => LogicalPlan::Window { input: go(input, f)?, calls },
+            LogicalPlan::Truncate { input, width } => LogicalPlan::Truncate { input: go(input, f)?, width },
+            LogicalPlan::Union { inputs, all } => LogicalPlan::Union {
+                inputs: inputs.into_iter().map(|p| p.transform_up(f)).collect::<strata_common::Result<_>>()?,
+                all,
+            },
+            LogicalPlan::SetOp { left, right, intersect, all } => {
+                LogicalPlan::SetOp { left: go(left, f)?, right: go(right, f)?, intersect, all }
+            }
+            LogicalPlan::Recursive { seed, step, id, all, max_depth } => {
+                LogicalPlan::Recursive { seed: go(seed, f)?, step: go(step, f)?, id, all, max_depth }
+            }
+            leaf @ (LogicalPlan::Dual
+            | LogicalPlan::Values(_)
+            | LogicalPlan::Scan { .. }
+            | LogicalPlan::WorkTable(_)) => leaf,
+        };
+        f(node)
+    }
+
+    /// Renders the plan as indented lines, with the expressions each node evaluates (a
+    /// rule trace prints this after every rule).
+    pub fn explain(&self, depth: usize, out: &mut Vec<String>) {
+        let pad = "  ".repeat(depth);
+        let list = |es: &[Expr]| es.iter().map(|e| format!("{e:?}")).collect::<Vec<_>>().join(", ");
+        let line = match self {
+            LogicalPlan::Dual => "Dual".to_string(),
+            LogicalPlan::Values(rows) => format!("Values rows:{}", rows.len()),
+            LogicalPlan::Scan { table, lock } => {
+                format!("Scan table:{}{}", table.name, if *lock { " locked" } else { "" })
+            }
+            LogicalPlan::Join { inputs, filter, .. } => {
+                let kinds = inputs
+                    .iter()
+                    .map(|i| {
+                        let kind = match i.kind {
+                            JoinKind::Inner => "inner",
+                            JoinKind::Left => "left",
+                        };
+                        if i.on.is_empty() {
+                            kind.to_string()
+                        } else {
+                            format!("{kind} on [{}]", list(&i.on))
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                format!("Join inputs:[{kinds}] filter:[{}]", list(filter))
+            }
+            LogicalPlan::Filter { pred, .. } => format!("Filter {pred:?}"),
+            LogicalPlan::Project { exprs, .. } => format!("Project [{}]", list(exprs)),
+            LogicalPlan::Aggregate { group, aggs, rollup, .. } => {
+                format!("Aggregate group:[{}] aggs:{}{}", list(group), aggs.len(), if *rollup { " rollup" } else { "" })
+            }
+            LogicalPlan::Sort { keys, .. } => format!("Sort keys:{}", keys.len()),
+            LogicalPlan::Limit { .. } => "Limit".to_string(),
+            LogicalPlan::Distinct { .. } => "Distinct".to_string(),
+            LogicalPlan::Union { all, .. } => format!("Union{}", if *all { " all" } else { "" }),
+            LogicalPlan::SetOp { intersect, all, .. } => {
+                format!("{}{}", if *intersect { "Intersect" } else { "Except" }, if *all { " all" } else { "" })
+            }
+            LogicalPlan::Recursive { all, .. } => format!("RecursiveCTE{}", if *all { " all" } else { "" }),
+            LogicalPlan::Window { calls, .. } => format!("Window functions:{}", calls.len()),
+            LogicalPlan::WorkTable(id) => format!("WorkTable id:{id}"),
+            LogicalPlan::Truncate { width, .. } => format!("Truncate width:{width}"),
+        };
+        out.push(format!("{pad}{line}"));
+        for c in self.children() {
+            c.explain(depth + 1, out);
+        }
+    }
+}

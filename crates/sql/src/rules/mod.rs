@@ -1,0 +1,266 @@
+//! Rules over logical plans (`crate::logical`), applied in order by `optimize`. Each rule
+//! is one file and rewrites the whole plan (every node it applies to, subplans included);
+//! `optimize` can record the plan after each rule (`Trace`), which is how a test sees what
+//! one rule did.
+//!
+//! Rules so far: `join_reorder` (the order of an all-inner join, by statistics or by which
+//! tables the predicates connect) and `propagate_constants` (`a = b AND b = ?` also fixes
+//! `a`, so an access path on `a` can use it). Predicate rewrites that still run while
+//! binding: OR factoring (`binder::factor_or`), decorrelation of scalar aggregate
+//! subqueries (`binder::decorrelate`); predicate placement and LIMIT pushdown are part of
+//! physical planning (`crate::physical`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use strata_common::{Result, Value};
+
+use crate::catalog::Catalog;
+use crate::expr::{EvalCtx, Expr, SubqueryValues};
+use crate::logical::LogicalPlan;
+use crate::stats::TableStats;
+
+mod join_reorder;
+mod propagate_constants;
+
+pub use propagate_constants::propagate_constants;
+
+/// Where rules find table statistics (the catalog; a test gives its own).
+pub trait StatsSource {
+    /// The statistics of a table, if it has been analyzed.
+    fn stats(&self, table: i64) -> Option<Arc<TableStats>>;
+}
+
+impl StatsSource for Catalog {
+    fn stats(&self, table: i64) -> Option<Arc<TableStats>> {
+        Catalog::stats(self, table)
+    }
+}
+
+/// What rules may consult besides the plan.
+pub struct RuleCtx<'a> {
+    /// Table statistics.
+    pub stats: &'a dyn StatsSource,
+    /// The session's variables.
+    pub vars: &'a BTreeMap<String, Value>,
+    /// The statement's parameter values, when known.
+    pub params: &'a [Value],
+}
+
+impl RuleCtx<'_> {
+    /// The value of an expression that depends on no row (None when it does, or fails);
+    /// parameters read their values.
+    pub fn constant_value(&self, e: &Expr) -> Option<Value> {
+        constant_value(e, self.params)
+    }
+}
+
+/// The value of an expression that depends on no row, with parameters bound to `params`
+/// (None when it depends on a row, or fails).
+pub fn constant_value(e: &Expr, params: &[Value]) -> Option<Value> {
+    let mut ok = e.is_row_constant() && !e.has_subquery();
+    e.walk(&mut |x| {
+        if matches!(x, Expr::Outer(..)) {
+            ok = false;
+        }
+    });
+    if !ok {
+        return None;
+    }
+    let empty = SubqueryValues::default();
+    e.eval(&[], &EvalCtx { params, outer: &[], subqueries: &empty }).ok()
+}
+
+/// A rewrite of logical plans.
+pub trait Rule: Sync {
+    /// Its name (in traces).
+    fn name(&self) -> &'static str;
+    /// Rewrites `plan`.
+    fn apply(&self, plan: LogicalPlan, ctx: &RuleCtx) -> Result<LogicalPlan>;
+}
+
+/// The rules `optimize` applies, in order.
+pub static RULES: &[&dyn Rule] = &[&join_reorder::JoinReorder, &propagate_constants::PropagateConstants];
+
+/// The plan after each rule: (rule name, plan as `LogicalPlan::explain` renders it).
+pub type Trace = Vec<(&'static str, Vec<String>)>;
+
+/// Applies every rule in order; with `trace`, records the plan after each.
+pub fn optimize(mut plan: LogicalPlan, ctx: &RuleCtx, mut trace: Option<&mut Trace>) -> Result<LogicalPlan> {
+    for rule in RULES {
+        plan = rule.apply(plan, ctx)?;
+        if let Some(t) = trace.as_deref_mut() {
+            let mut lines = Vec::new();
+            plan.explain(0, &mut lines);
+            t.push((rule.name(), lines));
+        }
+    }
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binder::{Scope, ScopeColumn};
+    use crate::catalog::{ColumnInfo, TableInfo};
+    use crate::expr::BinOp;
+    use crate::logical::JoinInput;
+    use crate::plan::{JoinKind, OutputColumn};
+    use crate::types::ColumnType;
+
+    struct NoStats;
+
+    impl StatsSource for NoStats {
+        fn stats(&self, _table: i64) -> Option<Arc<TableStats>> {
+            None
+        }
+    }
+
+    /// A table `name` with integer columns a and b, keyed by a.
+    fn table(id: i64, name: &str) -> Arc<TableInfo> {
+        let column = |id: u32, name: &str| ColumnInfo {
+            id,
+            name: name.into(),
+            ty: ColumnType::Int { bytes: 4, unsigned: false },
+            nullable: false,
+            default: None,
+            auto_increment: false,
+            on_update_now: false,
+            unsigned: false,
+            generated: None,
+        };
+        Arc::new(TableInfo {
+            id,
+            db: "test".into(),
+            name: name.into(),
+            columns: vec![column(1, "a"), column(2, "b")],
+            pk: Some(vec![0]),
+            indexes: Vec::new(),
+            next_column_id: 3,
+            next_index_id: 1,
+            checks: Vec::new(),
+            columnar_replica: None,
+        })
+    }
+
+    fn scope(tables: &[&Arc<TableInfo>]) -> Scope {
+        let columns = tables
+            .iter()
+            .flat_map(|t| {
+                t.columns.iter().map(|c| ScopeColumn {
+                    table: t.name.clone(),
+                    name: c.name.clone(),
+                    meta: OutputColumn { name: c.name.clone(), ty: Some(c.ty.clone()), ..Default::default() },
+                })
+            })
+            .collect();
+        Scope { columns }
+    }
+
+    fn eq(a: Expr, b: Expr) -> Expr {
+        Expr::Binary(BinOp::Eq, Box::new(a), Box::new(b))
+    }
+
+    fn col(i: usize) -> Expr {
+        Expr::Column(i)
+    }
+
+    fn input(t: &Arc<TableInfo>, kind: JoinKind, on: Vec<Expr>) -> JoinInput {
+        JoinInput::new(LogicalPlan::Scan { table: t.clone(), lock: false }, 2, kind, on)
+    }
+
+    fn tables_of(inputs: &[JoinInput]) -> Vec<String> {
+        inputs
+            .iter()
+            .map(|i| match &i.plan {
+                LogicalPlan::Scan { table, .. } => table.name.clone(),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    fn optimize_traced(plan: LogicalPlan) -> (LogicalPlan, Trace) {
+        let vars = BTreeMap::new();
+        let ctx = RuleCtx { stats: &NoStats, vars: &vars, params: &[] };
+        let mut trace = Trace::new();
+        let plan = optimize(plan, &ctx, Some(&mut trace)).expect("rules apply");
+        (plan, trace)
+    }
+
+    /// `FROM t1, t2, t3 WHERE t1.a = t3.a AND t3.b = t2.b AND t2.b = 5`: without
+    /// statistics t3 is read second (t2 joins nothing read before it), the columns go back
+    /// in written order above the join, and the constant reaches t3.b through t3.b = t2.b.
+    #[test]
+    fn a_from_list_joins_each_table_to_one_already_read_and_constants_propagate() {
+        let (t1, t2, t3) = (table(1, "t1"), table(2, "t2"), table(3, "t3"));
+        let five = Expr::lit(Value::Int(5));
+        let join = LogicalPlan::Join {
+            inputs: vec![
+                input(&t1, JoinKind::Inner, Vec::new()),
+                input(&t2, JoinKind::Inner, Vec::new()),
+                input(&t3, JoinKind::Inner, Vec::new()),
+            ],
+            filter: vec![eq(col(0), col(4)), eq(col(5), col(3)), eq(col(3), five.clone())],
+            scope: scope(&[&t1, &t2, &t3]),
+        };
+        let (plan, trace) = optimize_traced(join);
+        assert_eq!(trace.iter().map(|(name, _)| *name).collect::<Vec<_>>(), ["join_reorder", "propagate_constants"]);
+        // After join ordering the plan is a projection over the reordered join.
+        assert!(trace[0].1[0].starts_with("Project"), "{:?}", trace[0].1);
+        assert!(trace[0].1[1].trim_start().starts_with("Join"), "{:?}", trace[0].1);
+        let LogicalPlan::Project { input, exprs } = plan else { panic!("expected a projection: {plan:?}") };
+        // Written t1(0,1) t2(2,3) t3(4,5) → planned t1(0,1) t3(2,3) t2(4,5).
+        assert_eq!(exprs, [0, 1, 4, 5, 2, 3].map(col));
+        let LogicalPlan::Join { inputs, filter, scope } = *input else { panic!("expected a join") };
+        assert_eq!(tables_of(&inputs), ["t1", "t3", "t2"]);
+        assert_eq!(
+            scope.columns.iter().map(|c| c.table.as_str()).collect::<Vec<_>>(),
+            ["t1", "t1", "t3", "t3", "t2", "t2"]
+        );
+        // The conjuncts follow the columns; t3.b (now 3) = t2.b (now 5) = 5 adds t3.b = 5.
+        assert_eq!(filter, [eq(col(0), col(2)), eq(col(3), col(5)), eq(col(5), five.clone()), eq(col(3), five)]);
+        // The trace shows propagate_constants' addition and join_reorder's plan without it.
+        assert!(!trace[0].1[1].contains("Column(3), Literal(Int(5))"), "{:?}", trace[0].1);
+        assert!(trace[1].1[1].contains("Column(3), Literal(Int(5))"), "{:?}", trace[1].1);
+    }
+
+    /// Outer joins keep the written order and their ON conditions.
+    #[test]
+    fn outer_joins_keep_their_order() {
+        let (t1, t2, t3) = (table(1, "t1"), table(2, "t2"), table(3, "t3"));
+        let join = LogicalPlan::Join {
+            inputs: vec![
+                input(&t1, JoinKind::Inner, Vec::new()),
+                input(&t2, JoinKind::Left, vec![eq(col(2), col(0))]),
+                input(&t3, JoinKind::Inner, Vec::new()),
+            ],
+            filter: vec![eq(col(0), col(4))],
+            scope: scope(&[&t1, &t2, &t3]),
+        };
+        let (plan, _) = optimize_traced(join);
+        let LogicalPlan::Join { inputs, filter, .. } = plan else { panic!("expected the join unchanged: {plan:?}") };
+        assert_eq!(tables_of(&inputs), ["t1", "t2", "t3"]);
+        assert_eq!(inputs[1].on, [eq(col(2), col(0))]);
+        assert_eq!(filter, [eq(col(0), col(4))]);
+    }
+
+    /// A written order that already joins each table to the ones before it stays, and its
+    /// ON conditions stay with their inputs.
+    #[test]
+    fn a_connected_written_order_is_kept() {
+        let (t1, t2, t3) = (table(1, "t1"), table(2, "t2"), table(3, "t3"));
+        let join = LogicalPlan::Join {
+            inputs: vec![
+                input(&t1, JoinKind::Inner, Vec::new()),
+                input(&t2, JoinKind::Inner, vec![eq(col(2), col(0))]),
+                input(&t3, JoinKind::Inner, vec![eq(col(4), col(3))]),
+            ],
+            filter: Vec::new(),
+            scope: scope(&[&t1, &t2, &t3]),
+        };
+        let (plan, _) = optimize_traced(join);
+        let LogicalPlan::Join { inputs, .. } = plan else { panic!("expected the join unchanged: {plan:?}") };
+        assert_eq!(tables_of(&inputs), ["t1", "t2", "t3"]);
+        assert_eq!(inputs[2].on, [eq(col(4), col(3))]);
+    }
+}
