@@ -234,109 +234,15 @@ pub(crate) fn comparable_keys(l: Expr, r: Expr, scope: &Scope) -> (Expr, Expr) {
     }
 }
 
-/// Splits an expression into its AND-ed parts. Parts common to every branch of an OR are
-/// pulled out of it first (see `factor_or`).
+/// Splits an expression into its AND-ed parts.
 pub fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
     match e {
         Expr::Binary(BinOp::And, a, b) => {
             conjuncts(*a, out);
             conjuncts(*b, out);
         }
-        e @ Expr::Binary(BinOp::Or, ..) => out.extend(factor_or(e)),
         other => out.push(other),
     }
-}
-
-/// Splits an expression into its OR-ed parts.
-fn disjuncts(e: Expr, out: &mut Vec<Expr>) {
-    match e {
-        Expr::Binary(BinOp::Or, a, b) => {
-            disjuncts(*a, out);
-            disjuncts(*b, out);
-        }
-        other => out.push(other),
-    }
-}
-
-/// `(a AND b) OR (a AND c)` as the conjuncts `a` and `b OR c`. A join condition repeated in
-/// every branch (TPC-H Q19's `p_partkey = l_partkey`) then becomes a join key instead of
-/// leaving a cross join under a filter. Both steps hold in SQL's three-valued logic:
-/// AND distributes over OR, and `a OR (a AND c)` is `a`.
-fn factor_or(e: Expr) -> Vec<Expr> {
-    let mut branches = Vec::new();
-    disjuncts(e, &mut branches);
-    let mut parts: Vec<Vec<Expr>> = branches
-        .into_iter()
-        .map(|b| {
-            let mut v = Vec::new();
-            conjuncts(b, &mut v);
-            v
-        })
-        .collect();
-    let mut common: Vec<Expr> = Vec::new();
-    for c in &parts[0] {
-        if !common.contains(c) && parts[1..].iter().all(|p| p.contains(c)) {
-            common.push(c.clone());
-        }
-    }
-    if !common.is_empty() {
-        for p in &mut parts {
-            p.retain(|c| !common.contains(c));
-        }
-        if parts.iter().any(Vec::is_empty) {
-            // One branch is the common part alone, which implies every other branch.
-            return common;
-        }
-    }
-    common.extend(implied_by_branches(&parts));
-    let rest = parts.into_iter().filter_map(and_all).collect();
-    common.extend(combine_all(BinOp::Or, rest));
-    common
-}
-
-/// Conditions an OR implies on one column each: when every branch restricts column `c`
-/// (TPC-H Q7's `n1.n_name = 'FRANCE' ... OR n1.n_name = 'GERMANY' ...`, Q19's quantity
-/// ranges), the OR of those restrictions holds wherever the whole OR is true, so it is added
-/// as a conjunct of its own (the OR stays) and can filter that table's scan. `branches` are
-/// the OR's branches as lists of conjuncts.
-fn implied_by_branches(branches: &[Vec<Expr>]) -> Vec<Expr> {
-    fn single_column(e: &Expr) -> Option<usize> {
-        let (mut col, mut ok) = (None, true);
-        e.walk(&mut |x| match x {
-            Expr::Column(i) => {
-                if col.is_some_and(|c| c != *i) {
-                    ok = false;
-                }
-                col = Some(*i);
-            }
-            Expr::Outer(..) | Expr::Agg(_) | Expr::Window(_) | Expr::Subquery(..) | Expr::InSubquery(..) => ok = false,
-            Expr::Func(name, _) if matches!(name.as_str(), "rand" | "uuid" | "uuid_short" | "sysdate") => ok = false,
-            _ => {}
-        });
-        col.filter(|_| ok)
-    }
-    if branches.len() < 2 || branches.len() > CHAIN {
-        return Vec::new();
-    }
-    let mut columns: Vec<usize> = branches[0].iter().filter_map(single_column).collect();
-    columns.dedup();
-    let mut out = Vec::new();
-    for c in columns {
-        if branches.iter().all(|b| b.iter().all(|e| single_column(e) == Some(c))) {
-            // The OR restricts nothing but `c`: it is its own implied condition.
-            continue;
-        }
-        let per_branch: Option<Vec<Expr>> = branches
-            .iter()
-            .map(|b| and_all(b.iter().filter(|e| single_column(e) == Some(c)).cloned().collect()))
-            .collect();
-        if let Some(implied) = per_branch.and_then(|p| combine_all(BinOp::Or, p)) {
-            if !out.contains(&implied) {
-                out.push(implied);
-            }
-        }
-    }
-    out
 }
 
 /// Splits a parsed expression into its AND-ed parts (looking through parentheses).
@@ -359,10 +265,10 @@ pub fn and_all(es: Vec<Expr>) -> Option<Expr> {
 }
 
 /// Parts a chain of AND/OR may have before it is built as a balanced tree.
-const CHAIN: usize = 64;
+pub(crate) const CHAIN: usize = 64;
 
 /// `op` over all of `es`, associatively (see `and_all`).
-fn combine_all(op: BinOp, mut es: Vec<Expr>) -> Option<Expr> {
+pub(crate) fn combine_all(op: BinOp, mut es: Vec<Expr>) -> Option<Expr> {
     if es.len() > CHAIN {
         let right = es.split_off(es.len() / 2);
         let (l, r) = (combine_all(op, es)?, combine_all(op, right)?);
@@ -818,17 +724,16 @@ impl<'a> Binder<'a> {
                 Ok(Relation::derived(plan, &cols, &alias))
             }
             ast::TableFactor::NestedJoin { table_with_joins, alias: None } => {
-                let (plan, scope) = self.from(std::slice::from_ref(table_with_joins), &mut Vec::new())?;
+                let (plan, scope) = self.from(std::slice::from_ref(table_with_joins))?;
                 Ok(Relation { table: None, plan: Some(plan), scope })
             }
             other => Err(Error::unsupported(format!("{other}"))),
         }
     }
 
-    /// Plans FROM as one logical join of its relations, with ON conditions bound, taking
-    /// from `preds` (WHERE conjuncts over the FROM row) those the join can place: the ones
-    /// without subqueries that read only its columns.
-    fn from(&mut self, from: &[ast::TableWithJoins], preds: &mut Vec<Expr>) -> Result<(LogicalPlan, Scope)> {
+    /// Plans FROM as one logical join of its relations, with their ON conditions bound (the
+    /// `predicate_pushdown` rule brings WHERE into it).
+    fn from(&mut self, from: &[ast::TableWithJoins]) -> Result<(LogicalPlan, Scope)> {
         // Flatten into (relation, join kind, ON).
         let mut items: Vec<(Relation, JoinKind, Option<ast::Expr>)> = Vec::new();
         for twj in from {
@@ -918,7 +823,6 @@ impl<'a> Binder<'a> {
             scope.columns.extend(rel.scope.columns.iter().cloned());
         }
         check_unique_aliases(&items.iter().map(|i| &i.0).collect::<Vec<_>>())?;
-        let total = scope.columns.len();
         let mut inputs = Vec::with_capacity(items.len());
         for (k, (rel, kind, on)) in items.into_iter().enumerate() {
             let width = rel.scope.columns.len();
@@ -929,11 +833,7 @@ impl<'a> Binder<'a> {
             }
             inputs.push(JoinInput::new(rel.into_plan(self.lock_reads), width, kind, on_preds));
         }
-        let (filter, rest): (Vec<Expr>, Vec<Expr>) = std::mem::take(preds)
-            .into_iter()
-            .partition(|e| !e.has_subquery() && e.columns().iter().all(|&c| c < total));
-        *preds = rest;
-        Ok((LogicalPlan::Join { inputs, filter, scope: scope.clone() }, scope))
+        Ok((LogicalPlan::Join { inputs, filter: Vec::new(), scope: scope.clone() }, scope))
     }
 
     // ----- SELECT -----
@@ -982,7 +882,7 @@ impl<'a> Binder<'a> {
                 }
                 conjuncts(bound, &mut preds);
             }
-            let (mut p, mut sc) = self.from(&s.from, &mut preds)?;
+            let (mut p, mut sc) = self.from(&s.from)?;
             for j in joins {
                 p = j.join_onto(p, &mut sc);
             }
@@ -2484,7 +2384,7 @@ impl Binder<'_> {
             conjuncts(self.expr(w, &rels_scope)?, &mut preds);
         }
         self.lock_reads = true;
-        let (plan, scope) = self.from(from, &mut preds)?;
+        let (plan, scope) = self.from(from)?;
         let plan = match and_all(preds) {
             Some(pred) => LogicalPlan::Filter { input: Box::new(plan), pred },
             None => plan,
@@ -2521,49 +2421,5 @@ impl Binder<'_> {
             return Err(Error::internal("a one-table join planned as something other than a scan"));
         };
         Ok((access, and_all(filter.into_iter().chain(constant).collect()), and_all(with_sub)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn eq(c: usize, v: i64) -> Expr {
-        Expr::Binary(BinOp::Eq, Box::new(Expr::Column(c)), Box::new(Expr::Literal(Value::Int(v))))
-    }
-
-    fn or(a: Expr, b: Expr) -> Expr {
-        Expr::Binary(BinOp::Or, Box::new(a), Box::new(b))
-    }
-
-    fn and(a: Expr, b: Expr) -> Expr {
-        Expr::Binary(BinOp::And, Box::new(a), Box::new(b))
-    }
-
-    #[test]
-    fn an_or_implies_the_or_of_each_columns_restrictions() {
-        // (c0 = 1 AND c1 = 2) OR (c0 = 2 AND c1 = 1): both columns are restricted in every
-        // branch; the OR itself stays.
-        let e = or(and(eq(0, 1), eq(1, 2)), and(eq(0, 2), eq(1, 1)));
-        let mut parts = Vec::new();
-        conjuncts(e.clone(), &mut parts);
-        assert_eq!(parts, vec![or(eq(0, 1), eq(0, 2)), or(eq(1, 2), eq(1, 1)), e]);
-
-        // A column one branch leaves free implies nothing; an OR over one column is itself.
-        let e = or(and(eq(0, 1), eq(1, 2)), eq(0, 3));
-        let mut parts = Vec::new();
-        conjuncts(e.clone(), &mut parts);
-        assert_eq!(parts, vec![or(eq(0, 1), eq(0, 3)), e]);
-        let e = or(eq(0, 1), eq(0, 2));
-        let mut parts = Vec::new();
-        conjuncts(e.clone(), &mut parts);
-        assert_eq!(parts, vec![e]);
-
-        // A restriction reading two columns, or a subquery, is not a single column's.
-        let two = Expr::Binary(BinOp::Lt, Box::new(Expr::Column(0)), Box::new(Expr::Column(1)));
-        let e = or(and(two.clone(), eq(1, 1)), and(two.clone(), eq(2, 1)));
-        let mut parts = Vec::new();
-        conjuncts(e, &mut parts);
-        assert_eq!(parts, vec![two, or(eq(1, 1), eq(2, 1))]);
     }
 }

@@ -1,8 +1,9 @@
 //! Logical plans: what a query computes, as the binder understands it, before anyone has
 //! decided how. A table is read by a `Scan` that names the table and nothing else; the
-//! tables of a FROM clause are one `Join` whose inputs keep their ON conditions and whose
-//! WHERE conjuncts wait in `filter` to be placed. Rules (`crate::rules`) rewrite this plan
-//! (join order, constant propagation); `crate::physical` then chooses access paths (point
+//! tables of a FROM clause are one `Join` whose inputs keep their ON conditions, under a
+//! `Filter` for WHERE. Rules (`crate::rules`) rewrite this plan (OR factoring, predicate
+//! pushdown into joins, join order, constant propagation); `crate::physical` then chooses
+//! access paths (point
 //! get, ranges, indexes) and join algorithms (index lookup, hash, nested loop) and builds
 //! the `plan::Plan` the row executor runs and the column engine translates.
 //!
@@ -37,9 +38,9 @@ pub enum LogicalPlan {
     Join {
         /// Inputs in join order.
         inputs: Vec<JoinInput>,
-        /// Conjuncts over the joined row (WHERE; for an inner join whose order a rule
-        /// chose, also ON), each applied as early as the columns it reads allow. None of
-        /// them reads a subquery.
+        /// Conjuncts over the joined row, each applied as early as the columns it reads
+        /// allow: WHERE conjuncts the `predicate_pushdown` rule moved here (and, for an
+        /// inner join whose order a rule chose, its ON conjuncts). None reads a subquery.
         filter: Vec<Expr>,
         /// The joined row's columns (names and types).
         scope: Scope,
@@ -197,20 +198,20 @@ impl LogicalPlan {
         }
     }
 
-    /// Rewrites every node bottom-up with `f` (children first, then the node).
-    pub fn transform_up(
+    /// The node with each of its children replaced by `f(child)`.
+    pub fn map_children(
         self,
         f: &mut dyn FnMut(LogicalPlan) -> strata_common::Result<LogicalPlan>,
     ) -> strata_common::Result<LogicalPlan> {
         crate::depth::ensure_stack()?;
         let go = |p: Box<LogicalPlan>, f: &mut dyn FnMut(LogicalPlan) -> strata_common::Result<LogicalPlan>| {
-            p.transform_up(f).map(Box::new)
+            f(*p).map(Box::new)
         };
-        let node = match self {
+        Ok(match self {
             LogicalPlan::Join { inputs, filter, scope } => LogicalPlan::Join {
                 inputs: inputs
                     .into_iter()
-                    .map(|i| Ok(JoinInput { plan: i.plan.transform_up(f)?, ..i }))
+                    .map(|i| Ok(JoinInput { plan: f(i.plan)?, ..i }))
                     .collect::<strata_common::Result<_>>()?,
                 filter,
                 scope,
@@ -226,7 +227,7 @@ impl LogicalPlan {
             LogicalPlan::Window { input, calls } => LogicalPlan::Window { input: go(input, f)?, calls },
             LogicalPlan::Truncate { input, width } => LogicalPlan::Truncate { input: go(input, f)?, width },
             LogicalPlan::Union { inputs, all } => LogicalPlan::Union {
-                inputs: inputs.into_iter().map(|p| p.transform_up(f)).collect::<strata_common::Result<_>>()?,
+                inputs: inputs.into_iter().map(&mut *f).collect::<strata_common::Result<_>>()?,
                 all,
             },
             LogicalPlan::SetOp { left, right, intersect, all } => {
@@ -239,7 +240,15 @@ impl LogicalPlan {
             | LogicalPlan::Values(_)
             | LogicalPlan::Scan { .. }
             | LogicalPlan::WorkTable(_)) => leaf,
-        };
+        })
+    }
+
+    /// Rewrites every node bottom-up with `f` (children first, then the node).
+    pub fn transform_up(
+        self,
+        f: &mut dyn FnMut(LogicalPlan) -> strata_common::Result<LogicalPlan>,
+    ) -> strata_common::Result<LogicalPlan> {
+        let node = self.map_children(&mut |c| c.transform_up(&mut *f))?;
         f(node)
     }
 

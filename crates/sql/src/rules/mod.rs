@@ -3,12 +3,14 @@
 //! `optimize` can record the plan after each rule (`Trace`), which is how a test sees what
 //! one rule did.
 //!
-//! Rules so far: `join_reorder` (the order of an all-inner join, by statistics or by which
-//! tables the predicates connect) and `propagate_constants` (`a = b AND b = ?` also fixes
-//! `a`, so an access path on `a` can use it). Predicate rewrites that still run while
-//! binding: OR factoring (`binder::factor_or`), decorrelation of scalar aggregate
-//! subqueries (`binder::decorrelate`); predicate placement and LIMIT pushdown are part of
-//! physical planning (`crate::physical`).
+//! The rules, in order: `factor_or` (parts common to every branch of an OR pulled out, and
+//! the restrictions each column gets in every branch), `predicate_pushdown` (filters into
+//! the joins below them), `join_reorder` (the order of an all-inner join, by statistics or
+//! by which tables the predicates connect) and `propagate_constants` (`a = b AND b = ?`
+//! also fixes `a`, so an access path on `a` can use it). Still done elsewhere:
+//! decorrelation of scalar aggregate subqueries, on the AST while binding
+//! (`binder::decorrelate`); placement of a join's conjuncts at its inputs and LIMIT
+//! pushdown, in physical planning (`crate::physical`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,7 +22,9 @@ use crate::expr::{EvalCtx, Expr, SubqueryValues};
 use crate::logical::LogicalPlan;
 use crate::stats::TableStats;
 
+mod factor_or;
 mod join_reorder;
+mod predicate_pushdown;
 mod propagate_constants;
 
 pub use propagate_constants::propagate_constants;
@@ -80,7 +84,12 @@ pub trait Rule: Sync {
 }
 
 /// The rules `optimize` applies, in order.
-pub static RULES: &[&dyn Rule] = &[&join_reorder::JoinReorder, &propagate_constants::PropagateConstants];
+pub static RULES: &[&dyn Rule] = &[
+    &factor_or::FactorOr,
+    &predicate_pushdown::PredicatePushdown,
+    &join_reorder::JoinReorder,
+    &propagate_constants::PropagateConstants,
+];
 
 /// The plan after each rule: (rule name, plan as `LogicalPlan::explain` renders it).
 pub type Trace = Vec<(&'static str, Vec<String>)>;
@@ -179,6 +188,10 @@ mod tests {
             .collect()
     }
 
+    fn after<'t>(trace: &'t Trace, rule: &str) -> &'t [String] {
+        &trace.iter().find(|(name, _)| *name == rule).expect("rule in the trace").1
+    }
+
     fn optimize_traced(plan: LogicalPlan) -> (LogicalPlan, Trace) {
         let vars = BTreeMap::new();
         let ctx = RuleCtx { stats: &NoStats, vars: &vars, params: &[] };
@@ -204,10 +217,14 @@ mod tests {
             scope: scope(&[&t1, &t2, &t3]),
         };
         let (plan, trace) = optimize_traced(join);
-        assert_eq!(trace.iter().map(|(name, _)| *name).collect::<Vec<_>>(), ["join_reorder", "propagate_constants"]);
+        assert_eq!(
+            trace.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
+            ["factor_or", "predicate_pushdown", "join_reorder", "propagate_constants"]
+        );
         // After join ordering the plan is a projection over the reordered join.
-        assert!(trace[0].1[0].starts_with("Project"), "{:?}", trace[0].1);
-        assert!(trace[0].1[1].trim_start().starts_with("Join"), "{:?}", trace[0].1);
+        let reordered = after(&trace, "join_reorder");
+        assert!(reordered[0].starts_with("Project"), "{reordered:?}");
+        assert!(reordered[1].trim_start().starts_with("Join"), "{reordered:?}");
         let LogicalPlan::Project { input, exprs } = plan else { panic!("expected a projection: {plan:?}") };
         // Written t1(0,1) t2(2,3) t3(4,5) → planned t1(0,1) t3(2,3) t2(4,5).
         assert_eq!(exprs, [0, 1, 4, 5, 2, 3].map(col));
@@ -220,8 +237,9 @@ mod tests {
         // The conjuncts follow the columns; t3.b (now 3) = t2.b (now 5) = 5 adds t3.b = 5.
         assert_eq!(filter, [eq(col(0), col(2)), eq(col(3), col(5)), eq(col(5), five.clone()), eq(col(3), five)]);
         // The trace shows propagate_constants' addition and join_reorder's plan without it.
-        assert!(!trace[0].1[1].contains("Column(3), Literal(Int(5))"), "{:?}", trace[0].1);
-        assert!(trace[1].1[1].contains("Column(3), Literal(Int(5))"), "{:?}", trace[1].1);
+        assert!(!reordered[1].contains("Column(3), Literal(Int(5))"), "{reordered:?}");
+        let propagated = after(&trace, "propagate_constants");
+        assert!(propagated[1].contains("Column(3), Literal(Int(5))"), "{propagated:?}");
     }
 
     /// Outer joins keep the written order and their ON conditions.
@@ -262,5 +280,48 @@ mod tests {
         let LogicalPlan::Join { inputs, .. } = plan else { panic!("expected the join unchanged: {plan:?}") };
         assert_eq!(tables_of(&inputs), ["t1", "t2", "t3"]);
         assert_eq!(inputs[2].on, [eq(col(4), col(3))]);
+    }
+
+    /// WHERE over a join: conjuncts without subqueries move into the join, those reading
+    /// only the first input move on into it when it is a join itself; an OR's common part
+    /// is pulled out first and moves too; a conjunct with a subquery stays in the filter.
+    #[test]
+    fn filters_move_into_joins_down_to_the_first_input() {
+        let (t1, t2, t3) = (table(1, "t1"), table(2, "t2"), table(3, "t3"));
+        let five = || Expr::lit(Value::Int(5));
+        let or = |a, b| Expr::Binary(BinOp::Or, Box::new(a), Box::new(b));
+        let and = |a, b| Expr::Binary(BinOp::And, Box::new(a), Box::new(b));
+        let inner = LogicalPlan::Join {
+            inputs: vec![input(&t1, JoinKind::Inner, Vec::new()), input(&t2, JoinKind::Left, vec![eq(col(2), col(0))])],
+            filter: Vec::new(),
+            scope: scope(&[&t1, &t2]),
+        };
+        let outer = LogicalPlan::Join {
+            inputs: vec![
+                JoinInput::new(inner, 4, JoinKind::Inner, Vec::new()),
+                input(&t3, JoinKind::Left, vec![eq(col(4), col(1))]),
+            ],
+            filter: Vec::new(),
+            scope: scope(&[&t1, &t2, &t3]),
+        };
+        let sub = eq(col(5), Expr::Subquery(0, crate::expr::SubqueryKind::Scalar));
+        // (t1.a = 5 AND t3.b = 5) OR (t1.a = 5 AND t2.b = 5), t3.a = t1.b, t3.b = (subquery)
+        let pred = and(
+            and(
+                or(and(eq(col(0), five()), eq(col(5), five())), and(eq(col(0), five()), eq(col(3), five()))),
+                eq(col(4), col(1)),
+            ),
+            sub.clone(),
+        );
+        let (plan, trace) = optimize_traced(LogicalPlan::Filter { input: Box::new(outer), pred });
+        let LogicalPlan::Filter { input, pred } = plan else { panic!("the subquery's conjunct stays: {plan:?}") };
+        assert_eq!(pred, sub);
+        let LogicalPlan::Join { inputs, filter, .. } = *input else { panic!("expected the outer join") };
+        // The OR's rest and t3.a = t1.b read the outer join's columns.
+        assert_eq!(filter, [or(eq(col(5), five()), eq(col(3), five())), eq(col(4), col(1))]);
+        let LogicalPlan::Join { filter: inner_filter, .. } = &inputs[0].plan else { panic!("expected the inner join") };
+        assert_eq!(inner_filter, &[eq(col(0), five())]);
+        let pushed = after(&trace, "predicate_pushdown");
+        assert!(pushed[0].starts_with("Filter"), "{pushed:?}");
     }
 }
