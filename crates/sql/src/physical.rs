@@ -315,7 +315,8 @@ fn gather_bounds(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -
     (b, row_in)
 }
 
-fn flip(op: BinOp) -> BinOp {
+/// The operator with its operands swapped (`a < b` is `b > a`).
+pub(crate) fn flip(op: BinOp) -> BinOp {
     match op {
         BinOp::Lt => BinOp::Gt,
         BinOp::LtEq => BinOp::GtEq,

@@ -701,7 +701,7 @@ impl Estimator<'_> {
             Expr::Binary(op, a, b) => {
                 let (c, v, op) = match (column(a), column(b)) {
                     (Some(c), None) => (c, &**b, *op),
-                    (None, Some(c)) => (c, &**a, flip(*op)),
+                    (None, Some(c)) => (c, &**a, crate::physical::flip(*op)),
                     _ => return None,
                 };
                 match op {
@@ -755,16 +755,6 @@ impl KeyBound {
             KeyBound::At(k, inclusive) => Some((k.as_slice(), *inclusive)),
             _ => None,
         }
-    }
-}
-
-fn flip(op: BinOp) -> BinOp {
-    match op {
-        BinOp::Lt => BinOp::Gt,
-        BinOp::LtEq => BinOp::GtEq,
-        BinOp::Gt => BinOp::Lt,
-        BinOp::GtEq => BinOp::LtEq,
-        other => other,
     }
 }
 
