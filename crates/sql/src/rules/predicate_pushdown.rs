@@ -26,6 +26,7 @@ impl Rule for PredicatePushdown {
 
 /// Pushes top-down, so a conjunct can travel through several joins.
 fn push(plan: LogicalPlan) -> Result<LogicalPlan> {
+    crate::depth::ensure_stack()?;
     match plan {
         LogicalPlan::Filter { input, pred } if matches!(*input, LogicalPlan::Join { .. }) => {
             let LogicalPlan::Join { inputs, mut filter, scope } = *input else { unreachable!("matched a join") };
