@@ -374,17 +374,7 @@ impl Model<'_> {
 /// The value of an expression that depends on no row, parameter or subquery (None when it
 /// does, or when it fails).
 pub fn constant(e: &Expr) -> Option<Value> {
-    let mut ok = e.is_row_constant() && !e.has_subquery();
-    e.walk(&mut |x| {
-        if matches!(x, Expr::Outer(..) | Expr::Param(_)) {
-            ok = false;
-        }
-    });
-    if !ok {
-        return None;
-    }
-    let empty = crate::expr::SubqueryValues::default();
-    e.eval(&[], &crate::expr::EvalCtx { params: &[], outer: &[], subqueries: &empty }).ok()
+    crate::rules::constant_value(e, &[])
 }
 
 /// Columns in the rows `plan` produces (None for a recursive CTE's work table).

@@ -382,35 +382,26 @@ pub fn choose_access(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)
         // Row constructor `(pk columns) IN ((...), ...)`.
         if let Some((idx, tuples)) = &row_in {
             // Covering only a prefix of the key: one range per tuple.
+            // Per tuple, the values of `cols`: from the tuple, or fixed by an equality.
+            let keys = |cols: &[usize]| -> Vec<Vec<Expr>> {
+                tuples
+                    .iter()
+                    .map(|t| {
+                        cols.iter()
+                            .map(|k| match idx.iter().position(|i| i == k) {
+                                Some(p) => t.get(p).cloned().unwrap_or(Expr::Literal(Value::Null)),
+                                None => b[*k].eq.clone().unwrap_or(Expr::Literal(Value::Null)),
+                            })
+                            .collect()
+                    })
+                    .collect()
+            };
             let covered = pk.iter().take_while(|k| idx.contains(k) || b[**k].eq.is_some()).count();
             if covered > 0 && covered < pk.len() && idx.iter().all(|c| pk[..covered].contains(c)) {
-                let prefixes = tuples
-                    .iter()
-                    .map(|t| {
-                        pk[..covered]
-                            .iter()
-                            .map(|k| match idx.iter().position(|i| i == k) {
-                                Some(p) => t.get(p).cloned().unwrap_or(Expr::Literal(Value::Null)),
-                                None => b[*k].eq.clone().unwrap_or(Expr::Literal(Value::Null)),
-                            })
-                            .collect()
-                    })
-                    .collect();
-                return Access::Prefixes(prefixes);
+                return Access::Prefixes(keys(&pk[..covered]));
             }
             if pk.iter().all(|k| idx.contains(k) || b[*k].eq.is_some()) {
-                let points = tuples
-                    .iter()
-                    .map(|t| {
-                        pk.iter()
-                            .map(|k| match idx.iter().position(|i| i == k) {
-                                Some(p) => t.get(p).cloned().unwrap_or(Expr::Literal(Value::Null)),
-                                None => b[*k].eq.clone().unwrap_or(Expr::Literal(Value::Null)),
-                            })
-                            .collect()
-                    })
-                    .collect();
-                return Access::Points(points);
+                return Access::Points(keys(pk));
             }
         }
     }
