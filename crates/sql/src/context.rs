@@ -90,6 +90,24 @@ pub fn warn(code: Code, message: impl Into<String>) {
     });
 }
 
+/// Runs `f` and drops the warnings it raised on the running statement; returns its output
+/// and whether it raised any (constant folding evaluates an expression once at planning
+/// and keeps the result only when that raised nothing, so a warning still comes from
+/// execution, as often as MySQL would raise it).
+pub fn without_warnings<T>(f: impl FnOnce() -> T) -> (T, bool) {
+    let before = CURRENT.try_with(|c| c.warnings.borrow().len()).unwrap_or(0);
+    let out = f();
+    let raised = CURRENT
+        .try_with(|c| {
+            let mut w = c.warnings.borrow_mut();
+            let raised = w.len() > before;
+            w.truncate(before);
+            raised
+        })
+        .unwrap_or(false);
+    (out, raised)
+}
+
 /// Checks that a string result of `len` bytes from `function` fits `max_allowed_packet`.
 /// When it does not, MySQL returns NULL with warning 1301 instead of building it; callers
 /// check before they allocate.

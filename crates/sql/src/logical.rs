@@ -243,6 +243,73 @@ impl LogicalPlan {
         })
     }
 
+    /// The node with each expression it evaluates itself (not its children's) replaced by
+    /// `f(expr)`: predicates, projections, group keys and aggregate arguments, sort keys,
+    /// limits, window calls, literal rows, join filters and ON conditions.
+    pub fn map_exprs(
+        self,
+        f: &mut dyn FnMut(Expr) -> strata_common::Result<Expr>,
+    ) -> strata_common::Result<LogicalPlan> {
+        use strata_common::Result;
+        let all =
+            |es: Vec<Expr>, f: &mut dyn FnMut(Expr) -> Result<Expr>| es.into_iter().map(f).collect::<Result<Vec<_>>>();
+        Ok(match self {
+            LogicalPlan::Values(rows) => {
+                LogicalPlan::Values(rows.into_iter().map(|r| all(r, &mut *f)).collect::<Result<_>>()?)
+            }
+            LogicalPlan::Join { inputs, filter, scope } => LogicalPlan::Join {
+                inputs: inputs
+                    .into_iter()
+                    .map(|i| Ok(JoinInput { on: all(i.on, &mut *f)?, ..i }))
+                    .collect::<Result<_>>()?,
+                filter: all(filter, &mut *f)?,
+                scope,
+            },
+            LogicalPlan::Filter { input, pred } => LogicalPlan::Filter { input, pred: f(pred)? },
+            LogicalPlan::Project { input, exprs } => LogicalPlan::Project { input, exprs: all(exprs, &mut *f)? },
+            LogicalPlan::Aggregate { input, group, aggs, rollup } => LogicalPlan::Aggregate {
+                input,
+                group: all(group, &mut *f)?,
+                aggs: aggs
+                    .into_iter()
+                    .map(|a| Ok(AggCall { args: all(a.args, &mut *f)?, ..a }))
+                    .collect::<Result<_>>()?,
+                rollup,
+            },
+            LogicalPlan::Sort { input, keys } => LogicalPlan::Sort {
+                input,
+                keys: keys.into_iter().map(|(e, desc)| Ok((f(e)?, desc))).collect::<Result<_>>()?,
+            },
+            LogicalPlan::Limit { input, limit, offset } => LogicalPlan::Limit {
+                input,
+                limit: limit.map(&mut *f).transpose()?,
+                offset: offset.map(&mut *f).transpose()?,
+            },
+            LogicalPlan::Window { input, calls } => LogicalPlan::Window {
+                input,
+                calls: calls
+                    .into_iter()
+                    .map(|c| {
+                        Ok(WindowCall {
+                            args: all(c.args, &mut *f)?,
+                            partition: all(c.partition, &mut *f)?,
+                            order: c.order.into_iter().map(|(e, d)| Ok((f(e)?, d))).collect::<Result<_>>()?,
+                            ..c
+                        })
+                    })
+                    .collect::<Result<_>>()?,
+            },
+            other @ (LogicalPlan::Dual
+            | LogicalPlan::Scan { .. }
+            | LogicalPlan::Distinct { .. }
+            | LogicalPlan::Union { .. }
+            | LogicalPlan::SetOp { .. }
+            | LogicalPlan::Recursive { .. }
+            | LogicalPlan::WorkTable(_)
+            | LogicalPlan::Truncate { .. }) => other,
+        })
+    }
+
     /// Rewrites every node bottom-up with `f` (children first, then the node).
     pub fn transform_up(
         self,

@@ -3,9 +3,11 @@
 //! `optimize` can record the plan after each rule (`Trace`), which is how a test sees what
 //! one rule did.
 //!
-//! The rules, in order: `factor_or` (parts common to every branch of an OR pulled out, and
+//! The rules, in order: `fold_constants` (expressions that read no row evaluated once),
+//! `factor_or` (parts common to every branch of an OR pulled out, and
 //! the restrictions each column gets in every branch), `predicate_pushdown` (filters into
-//! the joins below them), `join_reorder` (the order of an all-inner join, by statistics or
+//! the joins below them), `outer_to_inner` (a LEFT JOIN whose NULL-extended rows a
+//! predicate rejects is an inner join), `join_reorder` (the order of an all-inner join, by statistics or
 //! by which tables the predicates connect) and `propagate_constants` (`a = b AND b = ?`
 //! also fixes `a`, so an access path on `a` can use it). Still done elsewhere:
 //! decorrelation of scalar aggregate subqueries, on the AST while binding
@@ -23,7 +25,9 @@ use crate::logical::LogicalPlan;
 use crate::stats::TableStats;
 
 mod factor_or;
+mod fold_constants;
 mod join_reorder;
+mod outer_to_inner;
 mod predicate_pushdown;
 mod propagate_constants;
 
@@ -85,8 +89,10 @@ pub trait Rule: Sync {
 
 /// The rules `optimize` applies, in order.
 pub static RULES: &[&dyn Rule] = &[
+    &fold_constants::FoldConstants,
     &factor_or::FactorOr,
     &predicate_pushdown::PredicatePushdown,
+    &outer_to_inner::OuterToInner,
     &join_reorder::JoinReorder,
     &propagate_constants::PropagateConstants,
 ];
@@ -219,7 +225,14 @@ mod tests {
         let (plan, trace) = optimize_traced(join);
         assert_eq!(
             trace.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
-            ["factor_or", "predicate_pushdown", "join_reorder", "propagate_constants"]
+            [
+                "fold_constants",
+                "factor_or",
+                "predicate_pushdown",
+                "outer_to_inner",
+                "join_reorder",
+                "propagate_constants"
+            ]
         );
         // After join ordering the plan is a projection over the reordered join.
         let reordered = after(&trace, "join_reorder");
@@ -260,6 +273,36 @@ mod tests {
         assert_eq!(tables_of(&inputs), ["t1", "t2", "t3"]);
         assert_eq!(inputs[1].on, [eq(col(2), col(0))]);
         assert_eq!(filter, [eq(col(0), col(4))]);
+    }
+
+    /// A LEFT JOIN whose right side a WHERE conjunct needs non-NULL becomes an inner join
+    /// (and can then be reordered); one tested with IS NULL stays an outer join.
+    #[test]
+    fn where_conditions_on_the_right_side_make_a_left_join_inner() {
+        let (t1, t2) = (table(1, "t1"), table(2, "t2"));
+        let five = || Expr::lit(Value::Int(5));
+        let join = |filter| LogicalPlan::Filter {
+            input: Box::new(LogicalPlan::Join {
+                inputs: vec![
+                    input(&t1, JoinKind::Inner, Vec::new()),
+                    input(&t2, JoinKind::Left, vec![eq(col(2), col(0))]),
+                ],
+                filter: Vec::new(),
+                scope: scope(&[&t1, &t2]),
+            }),
+            pred: filter,
+        };
+        let (plan, trace) = optimize_traced(join(eq(col(3), five())));
+        let LogicalPlan::Join { inputs, filter, .. } = plan else { panic!("expected a join: {plan:?}") };
+        assert_eq!(inputs[1].kind, JoinKind::Inner);
+        assert_eq!(inputs[1].on, [eq(col(2), col(0))]);
+        assert_eq!(filter, [eq(col(3), five())]);
+        assert!(after(&trace, "predicate_pushdown")[0].contains("left on"), "{trace:?}");
+        assert!(after(&trace, "outer_to_inner")[0].contains("inner on"), "{trace:?}");
+
+        let (plan, _) = optimize_traced(join(Expr::IsNull(Box::new(col(3)), false)));
+        let LogicalPlan::Join { inputs, .. } = plan else { panic!("expected a join: {plan:?}") };
+        assert_eq!(inputs[1].kind, JoinKind::Left);
     }
 
     /// A written order that already joins each table to the ones before it stays, and its
