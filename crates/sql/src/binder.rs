@@ -55,6 +55,8 @@ pub struct SessionInfo {
     pub schema: Option<Arc<crate::catalog::Schema>>,
     /// The server's global system variable values (`@@global.x`, global-only variables).
     pub globals: Arc<std::collections::BTreeMap<String, Value>>,
+    /// Where planning records the optimizer trace, when `optimizer_trace` is enabled.
+    pub optimizer_trace: Option<Arc<crate::optimizer_trace::OptimizerTrace>>,
 }
 
 /// information_schema tables computed from server state rather than the catalog.
@@ -317,8 +319,9 @@ impl<'a> Binder<'a> {
         let subs = std::mem::take(&mut self.subqueries);
         let planned = subs
             .into_iter()
-            .map(|mut sq| {
-                sq.plan = crate::rules::optimize(sq.plan, &self.rule_ctx(), None)?;
+            .enumerate()
+            .map(|(id, mut sq)| {
+                sq.plan = self.optimize(sq.plan, &format!("subquery {id}"))?;
                 crate::physical::subquery(sq)
             })
             .collect::<Result<Vec<_>>>()?;
@@ -333,7 +336,20 @@ impl<'a> Binder<'a> {
     /// The physical plan of a logical plan bound by this binder: the rules, then physical
     /// planning.
     pub fn physical(&self, plan: LogicalPlan) -> Result<Plan> {
-        crate::physical::plan(crate::rules::optimize(plan, &self.rule_ctx(), None)?)
+        crate::physical::plan(self.optimize(plan, "query")?)
+    }
+
+    /// The rules over one query block's plan, recorded in the optimizer trace when the
+    /// session traces.
+    fn optimize(&self, plan: LogicalPlan, what: &str) -> Result<LogicalPlan> {
+        let Some(sink) = &self.session.optimizer_trace else {
+            return crate::rules::optimize(plan, &self.rule_ctx(), None);
+        };
+        let bound = plan.clone();
+        let mut trace = crate::rules::Trace::new();
+        let plan = crate::rules::optimize(plan, &self.rule_ctx(), Some(&mut trace))?;
+        sink.record(&sink.next_block(what), &bound, trace);
+        Ok(plan)
     }
 
     /// The current database or error 1046.
@@ -677,6 +693,11 @@ impl<'a> Binder<'a> {
                     None => self.current_db()?,
                 };
                 if db_name.eq_ignore_ascii_case("information_schema") {
+                    if let (true, Some(sink)) =
+                        (tname.eq_ignore_ascii_case("optimizer_trace"), &self.session.optimizer_trace)
+                    {
+                        sink.mark_reads_trace();
+                    }
                     let (cols, mut rows) = crate::show::information_schema(self.catalog, &tname)?;
                     if let Some(live) = &self.session.live {
                         if let Some(r) = live.rows(&tname.to_ascii_lowercase()) {

@@ -238,6 +238,8 @@ impl Engine {
             client_host: "localhost".into(),
             tls: None,
             savepoints: Vec::new(),
+            trace: None,
+            last_trace: Arc::default(),
         }
     }
 
@@ -289,6 +291,7 @@ struct Live {
     engine: Arc<Engine>,
     user: String,
     account_host: String,
+    last_trace: Arc<Mutex<Option<crate::optimizer_trace::TraceRow>>>,
 }
 
 impl std::fmt::Debug for Live {
@@ -352,6 +355,20 @@ impl crate::binder::LiveTables for Live {
                 }
                 Some(rows)
             }
+            "optimizer_trace" => Some(
+                self.last_trace
+                    .lock()
+                    .iter()
+                    .map(|t| {
+                        vec![
+                            Value::str(t.query.clone()),
+                            Value::str(t.trace.clone()),
+                            Value::Int(t.missing_bytes as i64),
+                            Value::Int(0),
+                        ]
+                    })
+                    .collect(),
+            ),
             "tiflash_replica" => {
                 let cat = &self.engine.catalog;
                 let column = self.engine.column_engine.get();
@@ -426,6 +443,10 @@ pub struct Session {
     tls: Option<(String, String)>,
     /// SAVEPOINTs of the open transaction, oldest first.
     savepoints: Vec<(String, strata_txn::Savepoint)>,
+    /// The running statement's optimizer trace, when `optimizer_trace` enables it.
+    trace: Option<Arc<crate::optimizer_trace::OptimizerTrace>>,
+    /// The last traced statement's trace (information_schema.OPTIMIZER_TRACE).
+    last_trace: Arc<Mutex<Option<crate::optimizer_trace::TraceRow>>>,
 }
 
 /// A use of a database or table by a statement: (privilege it needs, the privilege's name,
@@ -850,7 +871,9 @@ impl Session {
                 engine: self.engine.clone(),
                 user: self.user.clone(),
                 account_host: self.account_host.clone(),
+                last_trace: self.last_trace.clone(),
             })),
+            optimizer_trace: self.trace.clone(),
         }
     }
 
@@ -1850,7 +1873,31 @@ impl Session {
     }
 
     /// [`run`](Self::run), a query's result set streaming to `sink` when there is one.
+    /// With `optimizer_trace` enabled, the statement's planning is traced and, if it
+    /// planned anything, becomes the trace information_schema.OPTIMIZER_TRACE shows.
     pub async fn run_with(
+        &mut self,
+        stmt: &ast::Statement,
+        params: &[Value],
+        sink: Option<&mut dyn ResultSink>,
+    ) -> Result<QueryResult> {
+        use crate::optimizer_trace::{Flags, OptimizerTrace};
+        let flags = Flags::parse(&self.vars.get("optimizer_trace").map(value_text).unwrap_or_default());
+        if !flags.enabled {
+            return self.run_statement(stmt, params, sink).await;
+        }
+        let max = self.vars.get("optimizer_trace_max_mem_size").and_then(|v| v.as_i64()).unwrap_or(1 << 20);
+        let trace = Arc::new(OptimizerTrace::new(usize::try_from(max).unwrap_or(0)));
+        self.trace = Some(trace.clone());
+        let r = self.run_statement(stmt, params, sink).await;
+        self.trace = None;
+        if let Some(row) = trace.finish(stmt.to_string(), flags.one_line) {
+            *self.last_trace.lock() = Some(row);
+        }
+        r
+    }
+
+    async fn run_statement(
         &mut self,
         stmt: &ast::Statement,
         params: &[Value],
@@ -2435,6 +2482,22 @@ impl Session {
                     }
                 };
                 self.vars.insert(var, Value::str(mode));
+            }
+            "optimizer_trace" => {
+                let current = crate::optimizer_trace::Flags::parse(
+                    &self.vars.get("optimizer_trace").map(value_text).unwrap_or_default(),
+                );
+                let flags = crate::optimizer_trace::Flags::set(current, &text)?;
+                self.vars.insert(var, Value::str(flags.render()));
+            }
+            "optimizer_trace_max_mem_size" => {
+                let n = v.as_i64().ok_or_else(|| {
+                    Error::user(
+                        Code::WrongTypeForVar,
+                        "Incorrect argument type to variable 'optimizer_trace_max_mem_size'",
+                    )
+                })?;
+                self.vars.insert(var, Value::Int(n.max(0)));
             }
             "tidb_isolation_read_engines" => {
                 let text = crate::column::ReadEngines::normalize(&text)?;

@@ -52,6 +52,8 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("net_buffer_length", i(16384)),
         ("net_read_timeout", i(30)),
         ("net_write_timeout", i(60)),
+        ("optimizer_trace", s("enabled=off,one_line=off")),
+        ("optimizer_trace_max_mem_size", i(1_048_576)),
         ("performance_schema", i(0)),
         ("query_cache_size", i(0)),
         ("query_cache_type", s("OFF")),

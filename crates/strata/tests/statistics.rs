@@ -254,3 +254,84 @@ async fn explain_analyze_shows_estimated_and_actual_rows_per_operator() {
     let own: Vec<String> = peek.query("EXPLAIN ANALYZE SELECT COUNT(*) FROM s.small").await.expect("own table");
     assert!(own.last().is_some_and(|l| l.starts_with("Rows: 1,")), "{own:#?}");
 }
+
+/// information_schema.OPTIMIZER_TRACE's rows, as text.
+async fn trace_rows(c: &mut Conn) -> Vec<Vec<Option<String>>> {
+    let rows: Vec<Row> = c
+        .query(
+            "SELECT QUERY, TRACE, MISSING_BYTES_BEYOND_MAX_MEM_SIZE, INSUFFICIENT_PRIVILEGES \
+             FROM information_schema.OPTIMIZER_TRACE",
+        )
+        .await
+        .expect("trace");
+    text(rows)
+}
+
+/// MySQL's optimizer trace: off by default; with `SET optimizer_trace = 'enabled=on'` the
+/// last statement's plan after each rule is in information_schema.OPTIMIZER_TRACE (reading
+/// it does not replace it), bounded by optimizer_trace_max_mem_size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimizer_trace_shows_the_plan_after_each_rule() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = common::StrataProcess::start(&dir.path().join("data"));
+    let pool = server.pool(None);
+    let mut c = pool.get_conn().await.expect("connect");
+    setup(&mut c).await;
+    assert_eq!(trace_rows(&mut c).await, Vec::<Vec<Option<String>>>::new());
+    let flags: Option<String> = c.query_first("SELECT @@optimizer_trace").await.expect("var");
+    assert_eq!(flags.as_deref(), Some("enabled=off,one_line=off"));
+
+    let err = c.query_drop("SET optimizer_trace = 'enabled=maybe'").await.expect_err("bad flag");
+    assert_eq!(server_code(&err), Some(1231));
+    c.query_drop("SET optimizer_trace = 'enabled=on'").await.expect("set");
+    let flags: Option<String> = c.query_first("SELECT @@optimizer_trace").await.expect("var");
+    assert_eq!(flags.as_deref(), Some("enabled=on,one_line=off"));
+
+    // A LEFT JOIN whose right side WHERE needs non-NULL is an inner join; 1 + 1 folds.
+    let query = "SELECT small.id, big.v FROM s.small LEFT JOIN s.big ON big.fk = small.id \
+                 WHERE big.v < 1 + 1 ORDER BY small.id";
+    let rows: Vec<Row> = c.query(query).await.expect("query");
+    assert_eq!(text(rows), [[Some("0".into()), Some("0".into())], [Some("1".into()), Some("1".into())]]);
+    let rows = trace_rows(&mut c).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let [sql, trace, missing, privileges] = &rows[0][..] else { panic!("four columns: {rows:?}") };
+    assert!(sql.as_deref().is_some_and(|q| q.contains("LEFT JOIN") && q.contains("big.v < 1 + 1")), "{sql:?}");
+    assert_eq!((missing.as_deref(), privileges.as_deref()), (Some("0"), Some("0")));
+    let doc: serde_json::Value = serde_json::from_str(trace.as_deref().expect("trace")).expect("JSON");
+    let steps = doc["steps"].as_array().expect("steps");
+    let step = |rule: &str| {
+        let s = steps.iter().find(|s| s["rule"] == rule).unwrap_or_else(|| panic!("{rule} in {doc:#}"));
+        s["plan"].as_array().expect("plan").iter().map(|l| l.as_str().expect("line")).collect::<Vec<_>>().join("\n")
+    };
+    assert_eq!(
+        steps.iter().map(|s| s["rule"].as_str().expect("rule")).collect::<Vec<_>>(),
+        [
+            "bound",
+            "fold_constants",
+            "factor_or",
+            "predicate_pushdown",
+            "outer_to_inner",
+            "join_reorder",
+            "propagate_constants"
+        ]
+    );
+    assert!(step("bound").contains("Literal(Int(1)), Literal(Int(1))"), "{doc:#}");
+    assert!(step("fold_constants").contains("Literal(Int(2))"), "{doc:#}");
+    assert!(step("predicate_pushdown").contains("inputs:[inner; left on"), "{doc:#}");
+    assert!(step("outer_to_inner").contains("inputs:[inner; inner on"), "{doc:#}");
+
+    // Statements that plan nothing leave the trace; a small memory limit cuts it.
+    c.query_drop("SET @x = 1").await.expect("set");
+    assert_eq!(trace_rows(&mut c).await.len(), 1);
+    c.query_drop("SET optimizer_trace_max_mem_size = 100").await.expect("set");
+    let _: Vec<Row> = c.query("SELECT * FROM s.small WHERE id = 3").await.expect("query");
+    let rows = trace_rows(&mut c).await;
+    let missing: i64 = rows[0][2].as_deref().expect("missing").parse().expect("a number");
+    assert!(missing > 0, "{rows:?}");
+    assert!(rows[0][0].as_deref().is_some_and(|q| q.contains("id = 3")), "{rows:?}");
+
+    // Turned off, statements are not traced; the last trace stays readable.
+    c.query_drop("SET optimizer_trace = 'enabled=off'").await.expect("set");
+    let _: Vec<Row> = c.query("SELECT 1").await.expect("query");
+    assert!(trace_rows(&mut c).await[0][0].as_deref().is_some_and(|q| q.contains("id = 3")));
+}
