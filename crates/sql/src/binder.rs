@@ -21,8 +21,6 @@ use crate::plan::{Access, JoinKind, OutputColumn, Plan, Query, SubqueryPlan};
 use crate::types::ColumnType;
 use crate::typing::SqlType;
 
-mod decorrelate;
-
 /// A FROM relation of a multi-table UPDATE/DELETE: its first column in the joined row and
 /// its base table (None for a derived table).
 pub type DmlRelation = (usize, Option<Arc<TableInfo>>);
@@ -135,8 +133,8 @@ pub struct Binder<'a> {
     correlated: Vec<bool>,
     subqueries: Vec<LogicalSubquery>,
     ctes: Vec<Cte>,
-    /// Subqueries decorrelated so far (names their hidden columns).
-    decorrelated: usize,
+    /// Subqueries the rules replaced by joins (`rules::RuleCtx::retired`).
+    retired: std::cell::RefCell<std::collections::BTreeSet<usize>>,
     /// Lock rows read (SELECT ... FOR UPDATE).
     pub lock_reads: bool,
     /// Recursive CTEs planned so far (numbers their work tables).
@@ -247,18 +245,6 @@ pub fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
     }
 }
 
-/// Splits a parsed expression into its AND-ed parts (looking through parentheses).
-fn conjuncts_ast(e: &ast::Expr, out: &mut Vec<ast::Expr>) {
-    match e {
-        ast::Expr::BinaryOp { left, op: ast::BinaryOperator::And, right } => {
-            conjuncts_ast(left, out);
-            conjuncts_ast(right, out);
-        }
-        ast::Expr::Nested(inner) => conjuncts_ast(inner, out),
-        other => out.push(other.clone()),
-    }
-}
-
 /// AND of expressions (None for none). Up to `CHAIN` (64) parts make a left-deep chain, as
 /// written; longer lists (a row comparison of 100,000 columns) a balanced tree, so that a
 /// flat list from the client never becomes a deep tree here.
@@ -308,46 +294,73 @@ impl<'a> Binder<'a> {
             correlated: Vec::new(),
             subqueries: Vec::new(),
             ctes: Vec::new(),
-            decorrelated: 0,
+            retired: Default::default(),
             lock_reads: false,
             windows: Vec::new(),
         }
     }
 
-    /// Subqueries collected so far, planned.
+    /// Subqueries collected so far, planned. Every subquery's logical plan goes through the
+    /// rules before any is planned physically: decorrelating one may retire another nested
+    /// in it, which is then planned as an empty row (nothing refers to it any more).
     pub fn take_subqueries(&mut self) -> Result<Arc<Vec<SubqueryPlan>>> {
         let subs = std::mem::take(&mut self.subqueries);
+        let mut optimized = Vec::with_capacity(subs.len());
+        for (id, sq) in subs.iter().enumerate() {
+            let done = self.retired.borrow().contains(&id);
+            optimized.push(if done {
+                None
+            } else {
+                Some(self.optimize(sq.plan.clone(), &format!("subquery {id}"), &subs)?)
+            });
+        }
+        let retired = std::mem::take(&mut *self.retired.borrow_mut());
         let planned = subs
             .into_iter()
+            .zip(optimized)
             .enumerate()
-            .map(|(id, mut sq)| {
-                sq.plan = self.optimize(sq.plan, &format!("subquery {id}"))?;
-                crate::physical::subquery(sq)
+            .map(|(id, (mut sq, plan))| match plan {
+                Some(plan) if !retired.contains(&id) => {
+                    sq.plan = plan;
+                    crate::physical::subquery(sq)
+                }
+                _ => {
+                    sq.plan = LogicalPlan::Values(vec![vec![Expr::Literal(Value::Null)]]);
+                    sq.correlated = false;
+                    Ok(SubqueryPlan { replaced: true, ..crate::physical::subquery(sq)? })
+                }
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Arc::new(planned))
     }
 
-    /// What the rules may consult.
-    pub fn rule_ctx(&self) -> crate::rules::RuleCtx<'_> {
-        crate::rules::RuleCtx { stats: self.catalog, vars: &self.session.vars, params: self.params }
+    /// What the rules may consult, with the statement's subqueries `subqueries`.
+    pub fn rule_ctx<'s>(&'s self, subqueries: &'s [LogicalSubquery]) -> crate::rules::RuleCtx<'s> {
+        crate::rules::RuleCtx {
+            stats: self.catalog,
+            vars: &self.session.vars,
+            params: self.params,
+            subqueries,
+            retired: &self.retired,
+        }
     }
 
     /// The physical plan of a logical plan bound by this binder: the rules, then physical
     /// planning.
     pub fn physical(&self, plan: LogicalPlan) -> Result<Plan> {
-        crate::physical::plan(self.optimize(plan, "query")?)
+        crate::physical::plan(self.optimize(plan, "query", &self.subqueries)?)
     }
 
     /// The rules over one query block's plan, recorded in the optimizer trace when the
     /// session traces.
-    fn optimize(&self, plan: LogicalPlan, what: &str) -> Result<LogicalPlan> {
+    fn optimize(&self, plan: LogicalPlan, what: &str, subqueries: &[LogicalSubquery]) -> Result<LogicalPlan> {
+        let ctx = self.rule_ctx(subqueries);
         let Some(sink) = &self.session.optimizer_trace else {
-            return crate::rules::optimize(plan, &self.rule_ctx(), None);
+            return crate::rules::optimize(plan, &ctx, None);
         };
         let bound = plan.clone();
         let mut trace = crate::rules::Trace::new();
-        let plan = crate::rules::optimize(plan, &self.rule_ctx(), Some(&mut trace))?;
+        let plan = crate::rules::optimize(plan, &ctx, Some(&mut trace))?;
         sink.record(&sink.next_block(what), &bound, trace);
         Ok(plan)
     }
@@ -876,21 +889,11 @@ impl<'a> Binder<'a> {
 
     fn select_block(&mut self, s: &ast::Select, order_by: &[ast::OrderByExpr]) -> Result<(LogicalPlan, Scope)> {
         let mut preds = Vec::new();
-        // Scalar aggregate subqueries that would rescan their table per row are rewritten
-        // into joins (see `decorrelate`); `s` then refers to their hidden columns.
-        let rewritten: Option<ast::Select>;
-        let mut s = s;
         let (plan, scope) = if s.from.is_empty() {
             (LogicalPlan::Dual, Scope::default())
         } else {
             // Bind WHERE against the full scope first, so FROM planning can use it.
-            let mut rels_scope = self.scope_of_from(&s.from)?;
-            let joins;
-            (rewritten, joins) = self.decorrelate_select(s, &rels_scope);
-            s = rewritten.as_ref().unwrap_or(s);
-            for j in &joins {
-                rels_scope.columns.extend(j.hidden_columns());
-            }
+            let rels_scope = self.scope_of_from(&s.from)?;
             if let Some(w) = &s.selection {
                 let bound = self.expr(w, &rels_scope)?;
                 let mut window = false;
@@ -903,11 +906,7 @@ impl<'a> Binder<'a> {
                 }
                 conjuncts(bound, &mut preds);
             }
-            let (mut p, mut sc) = self.from(&s.from)?;
-            for j in joins {
-                p = j.join_onto(p, &mut sc);
-            }
-            (p, sc)
+            self.from(&s.from)?
         };
         let mut plan = match and_all(std::mem::take(&mut preds)) {
             Some(pred) => LogicalPlan::Filter { input: Box::new(plan), pred },
@@ -1379,7 +1378,7 @@ impl<'a> Binder<'a> {
             return Err(Error::user(Code::OperandColumns, "Operand should contain 1 column(s)"));
         }
         let ty = sub_scope.columns.first().map(|c| SqlType::of_output(&c.meta)).unwrap_or_else(SqlType::null);
-        self.subqueries.push(LogicalSubquery { plan, kind, correlated, ty });
+        self.subqueries.push(LogicalSubquery { plan, kind, correlated, ty, outer: scope.clone() });
         Ok(self.subqueries.len() - 1)
     }
 

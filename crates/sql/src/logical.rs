@@ -174,6 +174,9 @@ pub struct LogicalSubquery {
     pub correlated: bool,
     /// The type of its first column.
     pub ty: crate::typing::SqlType,
+    /// The row its `Expr::Outer(0, ..)` references read: the enclosing query's FROM row (or
+    /// whichever row the expression holding the subquery was bound against).
+    pub outer: Scope,
 }
 
 impl LogicalPlan {

@@ -64,7 +64,7 @@ pub fn subquery(sq: LogicalSubquery) -> Result<SubqueryPlan> {
     if let Some(n) = enough {
         push_limit_into_scan(&mut p, Some(&Expr::lit(Value::Int(n))), None);
     }
-    Ok(SubqueryPlan { plan: p, kind: sq.kind, correlated: sq.correlated, ty: sq.ty })
+    Ok(SubqueryPlan { plan: p, kind: sq.kind, correlated: sq.correlated, ty: sq.ty, replaced: false })
 }
 
 /// A table scan with its local predicates (bound to its own row) and equality keys (column

@@ -210,6 +210,9 @@ pub struct SubqueryPlan {
     pub correlated: bool,
     /// The type of its first column.
     pub ty: crate::typing::SqlType,
+    /// Replaced by a join by the rules (`rules::decorrelate`): no expression refers to it,
+    /// its plan is one NULL row and EXPLAIN leaves it out.
+    pub replaced: bool,
 }
 
 /// Metadata of a result column.

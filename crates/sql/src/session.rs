@@ -2694,7 +2694,7 @@ fn row_plan_lines(
 ) -> Vec<String> {
     let mut lines = Vec::new();
     query.plan.explain_with(0, &mut lines, note);
-    for (i, s) in query.subqueries.iter().enumerate() {
+    for (i, s) in query.subqueries.iter().enumerate().filter(|(_, s)| !s.replaced) {
         lines.push(format!("Subquery {} ({})", i, if s.correlated { "correlated" } else { "uncorrelated" }));
         s.plan.explain_with(1, &mut lines, note);
     }

@@ -308,6 +308,7 @@ async fn optimizer_trace_shows_the_plan_after_each_rule() {
         [
             "bound",
             "fold_constants",
+            "decorrelate",
             "factor_or",
             "predicate_pushdown",
             "outer_to_inner",

@@ -4,26 +4,29 @@
 //! one rule did.
 //!
 //! The rules, in order: `fold_constants` (expressions that read no row evaluated once),
+//! `decorrelate` (a correlated scalar aggregate subquery that would rescan its table per
+//! row becomes a grouped derived table joined to the outer rows),
 //! `factor_or` (parts common to every branch of an OR pulled out, and
 //! the restrictions each column gets in every branch), `predicate_pushdown` (filters into
 //! the joins below them), `outer_to_inner` (a LEFT JOIN whose NULL-extended rows a
 //! predicate rejects is an inner join), `join_reorder` (the order of an all-inner join, by statistics or
 //! by which tables the predicates connect) and `propagate_constants` (`a = b AND b = ?`
-//! also fixes `a`, so an access path on `a` can use it). Still done elsewhere:
-//! decorrelation of scalar aggregate subqueries, on the AST while binding
-//! (`binder::decorrelate`); placement of a join's conjuncts at its inputs and LIMIT
-//! pushdown, in physical planning (`crate::physical`).
+//! also fixes `a`, so an access path on `a` can use it). Still done elsewhere: placement
+//! of a join's conjuncts at its inputs and LIMIT pushdown, in physical planning
+//! (`crate::physical`).
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use strata_common::{Result, Value};
 
 use crate::catalog::Catalog;
 use crate::expr::{EvalCtx, Expr, SubqueryValues};
-use crate::logical::LogicalPlan;
+use crate::logical::{LogicalPlan, LogicalSubquery};
 use crate::stats::TableStats;
 
+mod decorrelate;
 mod factor_or;
 mod fold_constants;
 mod join_reorder;
@@ -46,6 +49,7 @@ impl StatsSource for Catalog {
 }
 
 /// What rules may consult besides the plan.
+#[derive(Clone, Copy)]
 pub struct RuleCtx<'a> {
     /// Table statistics.
     pub stats: &'a dyn StatsSource,
@@ -53,6 +57,10 @@ pub struct RuleCtx<'a> {
     pub vars: &'a BTreeMap<String, Value>,
     /// The statement's parameter values, when known.
     pub params: &'a [Value],
+    /// The statement's subqueries (`Expr::Subquery(id, ..)` is `subqueries[id]`).
+    pub subqueries: &'a [LogicalSubquery],
+    /// Subqueries a rule has replaced (by a join): no expression refers to them any more.
+    pub retired: &'a RefCell<BTreeSet<usize>>,
 }
 
 impl RuleCtx<'_> {
@@ -90,6 +98,7 @@ pub trait Rule: Sync {
 /// The rules `optimize` applies, in order.
 pub static RULES: &[&dyn Rule] = &[
     &fold_constants::FoldConstants,
+    &decorrelate::Decorrelate,
     &factor_or::FactorOr,
     &predicate_pushdown::PredicatePushdown,
     &outer_to_inner::OuterToInner,
@@ -200,7 +209,8 @@ mod tests {
 
     fn optimize_traced(plan: LogicalPlan) -> (LogicalPlan, Trace) {
         let vars = BTreeMap::new();
-        let ctx = RuleCtx { stats: &NoStats, vars: &vars, params: &[] };
+        let retired = RefCell::default();
+        let ctx = RuleCtx { stats: &NoStats, vars: &vars, params: &[], subqueries: &[], retired: &retired };
         let mut trace = Trace::new();
         let plan = optimize(plan, &ctx, Some(&mut trace)).expect("rules apply");
         (plan, trace)
@@ -227,6 +237,7 @@ mod tests {
             trace.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
             [
                 "fold_constants",
+                "decorrelate",
                 "factor_or",
                 "predicate_pushdown",
                 "outer_to_inner",
