@@ -109,13 +109,23 @@ pub static RULES: &[&dyn Rule] = &[
 /// The plan after each rule: (rule name, plan as `LogicalPlan::explain` renders it).
 pub type Trace = Vec<(&'static str, Vec<String>)>;
 
+/// The most bytes of plan text one `optimize` call records in a trace; later plans are
+/// recorded as one line saying so (a huge statement traced must not hold gigabytes).
+pub const TRACE_BYTES: usize = 8 << 20;
+
 /// Applies every rule in order; with `trace`, records the plan after each.
 pub fn optimize(mut plan: LogicalPlan, ctx: &RuleCtx, mut trace: Option<&mut Trace>) -> Result<LogicalPlan> {
+    let mut recorded = 0;
     for rule in RULES {
         plan = rule.apply(plan, ctx)?;
         if let Some(t) = trace.as_deref_mut() {
             let mut lines = Vec::new();
-            plan.explain(0, &mut lines);
+            if recorded < TRACE_BYTES {
+                plan.explain(0, &mut lines);
+                recorded += lines.iter().map(String::len).sum::<usize>();
+            } else {
+                lines.push("(plan left out: over the trace's size limit)".to_string());
+            }
             t.push((rule.name(), lines));
         }
     }
