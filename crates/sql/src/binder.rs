@@ -474,11 +474,20 @@ impl<'a> Binder<'a> {
     /// Plans a whole query (the top level of a statement).
     pub fn plan_query(&mut self, q: &ast::Query) -> Result<Query> {
         let (plan, scope) = self.query(q)?;
-        Ok(Query {
-            plan: self.physical(plan)?,
-            columns: scope.columns.iter().map(|c| c.meta.clone()).collect(),
-            subqueries: self.take_subqueries()?,
-        })
+        // Result metadata takes its types from the plan: NOT NULL only where the plan
+        // cannot produce NULL (a column of an implicitly grouped query over no rows is NULL;
+        // COUNT under ROLLUP is not).
+        let mut columns: Vec<OutputColumn> = scope.columns.iter().map(|c| c.meta.clone()).collect();
+        let schema = plan.schema(&crate::logical::SchemaEnv::new(&self.subqueries, self.params))?;
+        debug_assert_eq!(schema.len(), columns.len(), "the plan's row and its columns");
+        if schema.len() == columns.len() {
+            for (c, t) in columns.iter_mut().zip(schema) {
+                if t.ty.is_some() {
+                    t.apply(c);
+                }
+            }
+        }
+        Ok(Query { plan: self.physical(plan)?, columns, subqueries: self.take_subqueries()? })
     }
 
     /// Plans a query, returning the plan and its output scope.

@@ -8,7 +8,10 @@
 //! the `plan::Plan` the row executor runs and the column engine translates.
 //!
 //! Expressions are bound as for the physical plan: columns by position in the node's
-//! input row, the enclosing rows of a correlated subquery as `Expr::Outer`.
+//! input row, the enclosing rows of a correlated subquery as `Expr::Outer`. Every node has
+//! a schema (`LogicalPlan::schema`: MySQL type and nullability per output column, typed
+//! from the tables' columns up through each node's expressions); a query's result
+//! metadata takes its types from it.
 
 use std::sync::Arc;
 
@@ -16,6 +19,49 @@ use crate::binder::Scope;
 use crate::catalog::TableInfo;
 use crate::expr::{AggCall, Expr, SubqueryKind, WindowCall};
 use crate::plan::JoinKind;
+use crate::typing::{expr_type, merge, SqlType, TypeEnv};
+
+/// What `LogicalPlan::schema` needs besides the plan: the statement's subqueries (their
+/// value types) and parameter values.
+pub struct SchemaEnv<'a> {
+    /// The statement's subqueries.
+    pub subqueries: &'a [LogicalSubquery],
+    /// Parameter values, when known.
+    pub params: &'a [strata_common::Value],
+    /// Work tables of the recursive CTEs being typed.
+    work: std::cell::RefCell<Vec<(usize, Vec<SqlType>)>>,
+}
+
+impl<'a> SchemaEnv<'a> {
+    /// An environment for a statement's plans.
+    pub fn new(subqueries: &'a [LogicalSubquery], params: &'a [strata_common::Value]) -> SchemaEnv<'a> {
+        SchemaEnv { subqueries, params, work: Default::default() }
+    }
+
+    fn row<'r>(&'r self, columns: &'r [SqlType]) -> RowTypes<'r> {
+        RowTypes { columns, env: self }
+    }
+}
+
+/// A row's column types, for `typing::expr_type`.
+struct RowTypes<'r> {
+    columns: &'r [SqlType],
+    env: &'r SchemaEnv<'r>,
+}
+
+impl TypeEnv for RowTypes<'_> {
+    fn column(&self, i: usize) -> SqlType {
+        self.columns.get(i).cloned().unwrap_or_else(SqlType::unknown)
+    }
+
+    fn subquery(&self, id: usize) -> SqlType {
+        self.env.subqueries.get(id).map(|s| s.ty.clone()).unwrap_or_else(SqlType::unknown)
+    }
+
+    fn param(&self, i: usize) -> SqlType {
+        self.env.params.get(i).map(|v| SqlType::of_value(v).or_null(true)).unwrap_or_else(SqlType::unknown)
+    }
+}
 
 /// A logical plan node.
 #[derive(Clone, Debug)]
@@ -320,6 +366,77 @@ impl LogicalPlan {
     ) -> strata_common::Result<LogicalPlan> {
         let node = self.map_children(&mut |c| c.transform_up(&mut *f))?;
         f(node)
+    }
+
+    /// The types of the node's output columns (MySQL type, nullability, decimal shape),
+    /// derived from the tables' column types through every node's expressions with
+    /// `typing::expr_type`. A recursive CTE's work table has its seed's types; enclosing
+    /// rows' columns are of unknown type.
+    pub fn schema(&self, env: &SchemaEnv) -> strata_common::Result<Vec<SqlType>> {
+        crate::depth::ensure_stack()?;
+        let over = |input: &LogicalPlan| input.schema(env);
+        Ok(match self {
+            LogicalPlan::Dual => Vec::new(),
+            LogicalPlan::Values(rows) => {
+                let width = rows.first().map_or(0, Vec::len);
+                (0..width)
+                    .map(|c| {
+                        let types: Vec<SqlType> =
+                            rows.iter().filter_map(|r| r.get(c)).map(|e| expr_type(e, &env.row(&[]))).collect();
+                        merge(&types)
+                    })
+                    .collect()
+            }
+            LogicalPlan::Scan { table, .. } => {
+                table.columns.iter().map(|c| SqlType { ty: Some(c.ty.clone()), nullable: c.nullable }).collect()
+            }
+            LogicalPlan::Join { scope, .. } => scope.columns.iter().map(|c| SqlType::of_output(&c.meta)).collect(),
+            LogicalPlan::Filter { input, .. }
+            | LogicalPlan::Sort { input, .. }
+            | LogicalPlan::Limit { input, .. }
+            | LogicalPlan::Distinct { input } => over(input)?,
+            LogicalPlan::Project { input, exprs } => {
+                let row = over(input)?;
+                exprs.iter().map(|e| expr_type(e, &env.row(&row))).collect()
+            }
+            LogicalPlan::Aggregate { input, group, aggs, rollup } => {
+                let row = over(input)?;
+                let types = env.row(&row);
+                group
+                    .iter()
+                    .map(|g| expr_type(g, &types).or_null(*rollup))
+                    .chain(aggs.iter().map(|a| expr_type(&Expr::Agg(Box::new(a.clone())), &types)))
+                    .collect()
+            }
+            LogicalPlan::Union { inputs, .. } => {
+                let schemas = inputs.iter().map(over).collect::<strata_common::Result<Vec<_>>>()?;
+                let width = schemas.first().map_or(0, Vec::len);
+                (0..width)
+                    .map(|c| merge(&schemas.iter().filter_map(|s| s.get(c).cloned()).collect::<Vec<_>>()))
+                    .collect()
+            }
+            LogicalPlan::SetOp { left, .. } => over(left)?,
+            LogicalPlan::Recursive { seed, step, id, .. } => {
+                let types = over(seed)?;
+                env.work.borrow_mut().push((*id, types.clone()));
+                let stepped = over(step);
+                env.work.borrow_mut().pop();
+                let stepped = stepped?;
+                // Rows of the recursive part take the seed's types; either may hold NULLs.
+                types.into_iter().zip(stepped).map(|(a, b)| a.or_null(b.nullable)).collect()
+            }
+            LogicalPlan::Window { input, calls } => {
+                let row = over(input)?;
+                let types = env.row(&row);
+                let added: Vec<SqlType> =
+                    calls.iter().map(|c| expr_type(&Expr::Window(Box::new(c.clone())), &types)).collect();
+                row.into_iter().chain(added).collect()
+            }
+            LogicalPlan::WorkTable(id) => {
+                env.work.borrow().iter().rev().find(|(w, _)| w == id).map(|(_, t)| t.clone()).unwrap_or_default()
+            }
+            LogicalPlan::Truncate { input, width } => over(input)?.into_iter().take(*width).collect(),
+        })
     }
 
     /// Renders the plan as indented lines, with the expressions each node evaluates (a

@@ -252,6 +252,21 @@ async fn result_metadata_comes_from_the_plan() {
         r.columns().expect("columns").iter().map(|c| c.flags().contains(ColumnFlags::NOT_NULL_FLAG)).collect();
     drop(r);
     assert_eq!(not_null, [true, false, true, true]);
+    // Without GROUP BY an aggregate query's other columns are NULL over no rows; under
+    // ROLLUP the group columns can be NULL, COUNT(*) and a COALESCE with a constant cannot.
+    for (sql, want) in [
+        ("SELECT id, name, COUNT(*), SUM(qty) FROM item WHERE id > 100", [false, false, true, false]),
+        (
+            "SELECT name, COUNT(*), COALESCE(name, 'all'), SUM(qty) FROM item GROUP BY name WITH ROLLUP",
+            [false, true, true, false],
+        ),
+    ] {
+        let r = conn.query_iter(sql).await.expect("query");
+        let not_null: Vec<bool> =
+            r.columns().expect("columns").iter().map(|c| c.flags().contains(ColumnFlags::NOT_NULL_FLAG)).collect();
+        drop(r);
+        assert_eq!(not_null, want, "{sql}");
+    }
     // Binary protocol: a parameter's type follows its value, and values are encoded as
     // their column's type (DECIMAL as its text).
     let stmt = conn.prep("SELECT price * ?, id + ?, ? FROM item WHERE id = ?").await.expect("prepare");
