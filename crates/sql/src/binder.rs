@@ -55,6 +55,29 @@ pub struct SessionInfo {
     pub globals: Arc<std::collections::BTreeMap<String, Value>>,
     /// Where planning records the optimizer trace, when `optimizer_trace` is enabled.
     pub optimizer_trace: Option<Arc<crate::optimizer_trace::OptimizerTrace>>,
+    /// The prepared plan cache, when the statement is an execution of a prepared query.
+    pub plan_cache: Option<PlanCacheSlot>,
+}
+
+/// An execution's place in the session's plan cache (`crate::plan_cache`).
+#[derive(Clone)]
+pub struct PlanCacheSlot {
+    /// The session's cache.
+    pub cache: Arc<parking_lot::Mutex<crate::plan_cache::PlanCache>>,
+    /// The execution's key.
+    pub key: crate::plan_cache::PlanKey,
+    /// The version of the schema the statement binds against.
+    pub schema_version: u64,
+    /// `tidb_prepared_plan_cache_size`.
+    pub capacity: usize,
+    /// Set when the plan came from the cache.
+    pub hit: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl std::fmt::Debug for PlanCacheSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PlanCacheSlot({:?})", self.key)
+    }
 }
 
 /// information_schema tables computed from server state rather than the catalog.
@@ -135,6 +158,9 @@ pub struct Binder<'a> {
     ctes: Vec<Cte>,
     /// Subqueries the rules replaced by joins (`rules::RuleCtx::retired`).
     retired: std::cell::RefCell<std::collections::BTreeSet<usize>>,
+    /// Why the plan may not be reused by a later execution (`crate::plan_cache`): it holds
+    /// a value of the moment (a session function, a variable, information_schema rows).
+    pub uncacheable: Option<String>,
     /// Lock rows read (SELECT ... FOR UPDATE).
     pub lock_reads: bool,
     /// Recursive CTEs planned so far (numbers their work tables).
@@ -295,6 +321,7 @@ impl<'a> Binder<'a> {
             subqueries: Vec::new(),
             ctes: Vec::new(),
             retired: Default::default(),
+            uncacheable: None,
             lock_reads: false,
             windows: Vec::new(),
         }
@@ -715,6 +742,7 @@ impl<'a> Binder<'a> {
                     None => self.current_db()?,
                 };
                 if db_name.eq_ignore_ascii_case("information_schema") {
+                    self.uncacheable.get_or_insert_with(|| "query reads information_schema".to_string());
                     if let (true, Some(sink)) =
                         (tname.eq_ignore_ascii_case("optimizer_trace"), &self.session.optimizer_trace)
                     {
@@ -1321,12 +1349,14 @@ impl<'a> Binder<'a> {
                     _ => false,
                 };
                 let found = if from_globals { self.session.globals.get(&name) } else { self.session.vars.get(&name) };
+                self.uncacheable.get_or_insert_with(|| format!("query reads system variable '{name}'"));
                 return match found {
                     Some(v) => Ok(Expr::Literal(v.clone())),
                     None => Err(Error::user(Code::UnknownSystemVariable, format!("Unknown system variable '{name}'"))),
                 };
             }
             if let Some(name) = first.strip_prefix('@') {
+                self.uncacheable.get_or_insert_with(|| format!("query reads user variable '@{name}'"));
                 return Ok(Expr::Literal(self.session.user_vars.get(&lower(name)).cloned().unwrap_or(Value::Null)));
             }
         }
@@ -1674,6 +1704,7 @@ impl<'a> Binder<'a> {
             return Ok(Expr::Agg(Box::new(AggCall { func, args: bound, distinct })));
         }
         if is_session_function(&name) {
+            self.uncacheable.get_or_insert_with(|| format!("query has '{name}' function"));
             return self.session_function(&name, &args, scope);
         }
         let mut bound = args.iter().map(|a| self.expr(a, scope)).collect::<Result<Vec<_>>>()?;
@@ -1802,6 +1833,9 @@ impl<'a> Binder<'a> {
         };
         if let Some((i, min)) = positional {
             if let Some(a) = args.get(i) {
+                if matches!(a, Expr::Param(_)) {
+                    self.uncacheable.get_or_insert_with(|| "a window function's position is a parameter".to_string());
+                }
                 let unbound = matches!(a, Expr::Param(_)) && self.params.is_empty();
                 let ok = unbound
                     || matches!(crate::rules::constant_value(a, self.params), Some(v) if v.as_i64().is_some_and(|n| n >= min));

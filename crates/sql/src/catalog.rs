@@ -290,6 +290,8 @@ pub struct Catalog {
     pub commit_gate: tokio::sync::RwLock<()>,
     /// Statistics of analyzed tables, by table id (`crate::stats`).
     stats: RwLock<std::collections::HashMap<i64, Arc<TableStats>>>,
+    /// Bumped whenever statistics change (plans chosen by them go stale).
+    stats_version: std::sync::atomic::AtomicU64,
     /// Rows committed per table since its last analysis.
     pub modifications: crate::stats::Modifications,
 }
@@ -354,6 +356,7 @@ impl Catalog {
             changed: Mutex::new(std::collections::HashMap::new()),
             commit_gate: tokio::sync::RwLock::new(()),
             stats: RwLock::new(std::collections::HashMap::new()),
+            stats_version: std::sync::atomic::AtomicU64::new(1),
             modifications: Default::default(),
         };
         let txn = cat.begin().await?;
@@ -406,13 +409,20 @@ impl Catalog {
         txn.commit().await?;
         self.modifications.take(stats.table_id, modified_before);
         self.stats.write().insert(stats.table_id, Arc::new(stats));
+        self.stats_version.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
+    }
+
+    /// The statistics version: it changes whenever some table's statistics do.
+    pub fn stats_version(&self) -> u64 {
+        self.stats_version.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Forgets the statistics of tables that are gone, in `txn` and in the cache.
     fn drop_stats(&self, txn: &mut Transaction, tables: &[i64]) {
         for t in tables {
             if self.stats.write().remove(t).is_some() {
+                self.stats_version.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 txn.delete(stats_key(*t));
             }
         }
@@ -453,8 +463,14 @@ impl Catalog {
         let mut next = (**self.dbs.read()).clone();
         let changed = change(&mut next);
         *self.dbs.write() = Arc::new(next);
-        for id in changed? {
+        let changed = changed?;
+        for &id in &changed {
             self.mark_changed(id);
+        }
+        if changed.is_empty() {
+            // A change of no table (a view, a database, a new table) still changes what
+            // names resolve to: plans bound before it are stale (`crate::plan_cache`).
+            self.version.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         Ok(())
     }

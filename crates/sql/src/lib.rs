@@ -24,6 +24,7 @@ pub mod logical;
 pub mod optimizer_trace;
 pub mod physical;
 pub mod plan;
+pub mod plan_cache;
 pub mod process;
 pub mod replica;
 pub mod result;

@@ -240,6 +240,8 @@ impl Engine {
             savepoints: Vec::new(),
             trace: None,
             last_trace: Arc::default(),
+            plan_cache: Arc::default(),
+            plan_slot: None,
         }
     }
 
@@ -447,6 +449,10 @@ pub struct Session {
     trace: Option<Arc<crate::optimizer_trace::OptimizerTrace>>,
     /// The last traced statement's trace (information_schema.OPTIMIZER_TRACE).
     last_trace: Arc<Mutex<Option<crate::optimizer_trace::TraceRow>>>,
+    /// Plans of executed prepared queries (`crate::plan_cache`).
+    plan_cache: Arc<Mutex<crate::plan_cache::PlanCache>>,
+    /// The running statement's place in the plan cache (an execution of a prepared query).
+    plan_slot: Option<crate::binder::PlanCacheSlot>,
 }
 
 /// A use of a database or table by a statement: (privilege it needs, the privilege's name,
@@ -874,6 +880,7 @@ impl Session {
                 last_trace: self.last_trace.clone(),
             })),
             optimizer_trace: self.trace.clone(),
+            plan_cache: self.plan_slot.clone(),
         }
     }
 
@@ -1151,13 +1158,13 @@ impl Session {
         params: &[Value],
         sink: Option<&mut dyn ResultSink>,
     ) -> Result<QueryResult> {
-        let stmt = match self.prepared.get(&id) {
+        let (stmt, sql) = match self.prepared.get(&id) {
             Some(p) => {
                 if p.params != params.len() {
                     return Err(Error::user(Code::WrongArguments, "Incorrect arguments to mysqld_stmt_execute"));
                 }
                 self.process.set_statement(Some(p.sql.clone()));
-                p.stmt.clone()
+                (p.stmt.clone(), p.sql.clone())
             }
             None => {
                 return Err(Error::user(
@@ -1166,7 +1173,10 @@ impl Session {
                 ))
             }
         };
+        self.plan_slot =
+            if matches!(stmt, ast::Statement::Query(_)) { self.plan_cache_slot(&sql, params) } else { None };
         let r = self.run_with(&stmt, params, sink).await;
+        self.plan_slot = None;
         self.process.set_statement(None);
         r
     }
@@ -1179,6 +1189,7 @@ impl Session {
         self.engine.table_locks.unlock_tables(self.conn_id);
         self.engine.prepared_stmts.fetch_sub(self.prepared.len(), Ordering::Relaxed);
         self.prepared.clear();
+        self.plan_cache.lock().clear();
         self.named.clear();
         self.vars = (*self.engine.globals()).clone();
         self.user_vars.clear();
@@ -1188,8 +1199,16 @@ impl Session {
 
     /// Drops a prepared statement.
     pub fn close_prepared(&mut self, id: u32) {
-        if self.prepared.remove(&id).is_some() {
+        if let Some(p) = self.prepared.remove(&id) {
             self.engine.prepared_stmts.fetch_sub(1, Ordering::Relaxed);
+            // Its plans go too, unless tidb_ignore_prepared_cache_close_stmt keeps them for
+            // the next PREPARE of the same text; another open statement of that text plans
+            // again on its next execution.
+            let keep =
+                self.vars.get("tidb_ignore_prepared_cache_close_stmt").and_then(|v| v.as_bool()).unwrap_or(false);
+            if !keep {
+                self.plan_cache.lock().forget(&p.sql);
+            }
         }
     }
 
@@ -1883,18 +1902,44 @@ impl Session {
     ) -> Result<QueryResult> {
         use crate::optimizer_trace::{Flags, OptimizerTrace};
         let flags = Flags::parse(&self.vars.get("optimizer_trace").map(value_text).unwrap_or_default());
-        if !flags.enabled {
-            return self.run_statement(stmt, params, sink).await;
-        }
-        let max = self.vars.get("optimizer_trace_max_mem_size").and_then(|v| v.as_i64()).unwrap_or(1 << 20);
-        let trace = Arc::new(OptimizerTrace::new(usize::try_from(max).unwrap_or(0)));
-        self.trace = Some(trace.clone());
-        let r = self.run_statement(stmt, params, sink).await;
-        self.trace = None;
-        if let Some(row) = trace.finish(stmt.to_string(), flags.one_line) {
-            *self.last_trace.lock() = Some(row);
-        }
+        let r = if !flags.enabled {
+            self.run_statement(stmt, params, sink).await
+        } else {
+            let max = self.vars.get("optimizer_trace_max_mem_size").and_then(|v| v.as_i64()).unwrap_or(1 << 20);
+            let trace = Arc::new(OptimizerTrace::new(usize::try_from(max).unwrap_or(0)));
+            self.trace = Some(trace.clone());
+            let r = self.run_statement(stmt, params, sink).await;
+            self.trace = None;
+            if let Some(row) = trace.finish(stmt.to_string(), flags.one_line) {
+                *self.last_trace.lock() = Some(row);
+            }
+            r
+        };
+        // What the next statement reads as @@last_plan_from_cache.
+        let from_cache = self.plan_slot.as_ref().is_some_and(|s| s.hit.load(Ordering::Relaxed));
+        self.vars.insert("last_plan_from_cache".into(), Value::Int(i64::from(from_cache)));
         r
+    }
+
+    /// The plan cache slot for executing prepared statement text `sql` with `params`, when
+    /// the cache is on (and the optimizer trace off: a traced statement is planned).
+    fn plan_cache_slot(&self, sql: &Arc<str>, params: &[Value]) -> Option<crate::binder::PlanCacheSlot> {
+        let var = |name: &str| self.vars.get(name).and_then(|v| v.as_i64()).unwrap_or(0);
+        let traced =
+            crate::optimizer_trace::Flags::parse(&self.vars.get("optimizer_trace").map(value_text).unwrap_or_default())
+                .enabled;
+        if var("tidb_enable_prepared_plan_cache") == 0 || traced {
+            return None;
+        }
+        // Result types depend on div_precision_increment.
+        let vars = format!("dpi={}", var("div_precision_increment"));
+        Some(crate::binder::PlanCacheSlot {
+            cache: self.plan_cache.clone(),
+            key: crate::plan_cache::PlanKey::new(sql.clone(), self.db.clone(), params, vars),
+            schema_version: if self.schema.is_some() { self.schema_version } else { self.engine.catalog.version() },
+            capacity: usize::try_from(var("tidb_prepared_plan_cache_size")).unwrap_or(0),
+            hit: Arc::default(),
+        })
     }
 
     async fn run_statement(
@@ -2490,6 +2535,31 @@ impl Session {
                 let flags = crate::optimizer_trace::Flags::set(current, &text)?;
                 self.vars.insert(var, Value::str(flags.render()));
             }
+            "tidb_enable_prepared_plan_cache" | "tidb_ignore_prepared_cache_close_stmt" => {
+                let on = match text.to_ascii_lowercase().as_str() {
+                    "1" | "on" | "true" => true,
+                    "0" | "off" | "false" => false,
+                    _ => {
+                        return Err(Error::user(
+                            Code::WrongValueForVar,
+                            format!("Variable '{var}' can't be set to the value of '{text}'"),
+                        ))
+                    }
+                };
+                if !on && var == "tidb_enable_prepared_plan_cache" {
+                    self.plan_cache.lock().clear();
+                }
+                self.vars.insert(var, Value::Int(i64::from(on)));
+            }
+            "tidb_prepared_plan_cache_size" => {
+                let n = v.as_i64().filter(|n| (1..=100_000).contains(n)).ok_or_else(|| {
+                    Error::user(
+                        Code::WrongValueForVar,
+                        format!("Variable 'tidb_prepared_plan_cache_size' can't be set to the value of '{text}'"),
+                    )
+                })?;
+                self.vars.insert(var, Value::Int(n));
+            }
             "optimizer_trace_max_mem_size" => {
                 let n = v.as_i64().ok_or_else(|| {
                     Error::user(
@@ -2595,9 +2665,8 @@ pub async fn exec_statement(
     let dml = DmlCtx { catalog: &engine.catalog, session: info, params };
     match stmt {
         ast::Statement::Query(q) => {
-            let mut binder = Binder::new(&engine.catalog, info);
-            binder.params = params;
-            let query = binder.plan_query(q)?;
+            let query = plan_query_cached(engine, info, q, params)?;
+            let query = &*query;
             let mut ctx = ExecCtx::new(txn, params, query.subqueries.clone());
             let columns = query.columns.iter().map(Column::from_output).collect();
             // sql_select_limit caps a top-level SELECT without its own LIMIT (MySQL).
@@ -2608,15 +2677,15 @@ pub async fn exec_statement(
                 _ => None,
             };
             let mut out = QueryOutput::new(columns, sink, cap);
-            if let Some(column) = column_engine_for(engine, info, &query) {
+            if let Some(column) = column_engine_for(engine, info, query) {
                 let mut source = crate::column::ScanSource::new(&mut ctx);
-                if column.run(&query, &mut source, &mut out).await? {
+                if column.run(query, &mut source, &mut out).await? {
                     context::count_reads(context::Read::Columnar, 1);
                     return out.finish().await;
                 }
                 context::count_reads(context::Read::ColumnarFallback, 1);
             }
-            ctx.replica_scans = replica_scans_for(engine, info, &query);
+            ctx.replica_scans = replica_scans_for(engine, info, query);
             crate::exec::execute_into(&query.plan, &mut ctx, &mut out).await?;
             out.finish().await
         }
@@ -2629,6 +2698,40 @@ pub async fn exec_statement(
         ast::Statement::Delete(del) => dml.delete(txn, del).await,
         other => Err(Error::unsupported(truncate_sql(&other.to_string()))),
     }
+}
+
+/// The plan of query `q`: from the session's plan cache when the statement is an execution
+/// of a prepared statement whose plan is cached and current, else planned (and cached
+/// when nothing in it holds a value of the moment; otherwise a warning says why not).
+fn plan_query_cached(
+    engine: &Engine,
+    info: &SessionInfo,
+    q: &ast::Query,
+    params: &[Value],
+) -> Result<Arc<crate::plan::Query>> {
+    let stats_version = engine.catalog.stats_version();
+    if let Some(slot) = &info.plan_cache {
+        if let Some(query) = slot.cache.lock().get(&slot.key, slot.schema_version, stats_version) {
+            slot.hit.store(true, Ordering::Relaxed);
+            return Ok(query);
+        }
+    }
+    let mut binder = Binder::new(&engine.catalog, info);
+    binder.params = params;
+    let query = Arc::new(binder.plan_query(q)?);
+    if let Some(slot) = &info.plan_cache {
+        match &binder.uncacheable {
+            Some(why) => context::warn(Code::UnknownError, format!("skip prepared plan-cache: {why}")),
+            None => slot.cache.lock().put(
+                slot.key.clone(),
+                query.clone(),
+                slot.schema_version,
+                stats_version,
+                slot.capacity,
+            ),
+        }
+    }
+    Ok(query)
 }
 
 /// EXPLAIN ANALYZE: runs `q` on the engine the optimizer chooses and shows the plan it ran

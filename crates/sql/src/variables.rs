@@ -70,6 +70,10 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("tidb_isolation_read_engines", s(crate::column::ReadEngines::DEFAULT)),
         ("tidb_mem_quota_query", i(crate::context::DEFAULT_MEM_QUOTA as i64)),
         ("tidb_txn_mode", s("pessimistic")),
+        ("tidb_enable_prepared_plan_cache", i(1)),
+        ("tidb_prepared_plan_cache_size", i(100)),
+        ("tidb_ignore_prepared_cache_close_stmt", i(0)),
+        ("last_plan_from_cache", i(0)),
         ("time_zone", s("SYSTEM")),
         ("transaction_isolation", s("REPEATABLE-READ")),
         ("transaction_read_only", i(0)),
@@ -128,11 +132,13 @@ const GLOBAL_ONLY: &[&str] = &[
 ];
 
 /// Variables with only a session value.
-const SESSION_ONLY: &[&str] = &["error_count", "warning_count", "last_insert_id", "insert_id", "timestamp"];
+const SESSION_ONLY: &[&str] =
+    &["error_count", "warning_count", "last_insert_id", "insert_id", "timestamp", "last_plan_from_cache"];
 
 /// Variables no SET may change (1238).
 const READ_ONLY: &[&str] = &[
     "character_set_system",
+    "last_plan_from_cache",
     "error_count",
     "have_openssl",
     "have_ssl",

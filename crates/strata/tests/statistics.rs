@@ -336,3 +336,46 @@ async fn optimizer_trace_shows_the_plan_after_each_rule() {
     let _: Vec<Row> = c.query("SELECT 1").await.expect("query");
     assert!(trace_rows(&mut c).await[0][0].as_deref().is_some_and(|q| q.contains("id = 3")));
 }
+
+/// The prepared plan cache over the binary protocol: the second execution of a statement
+/// reuses its plan for other parameter values (with their own answers); new statistics make
+/// it stale; tidb_prepared_plan_cache_size bounds the plans kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_plans_are_reused_until_statistics_change() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = common::StrataProcess::start(&dir.path().join("data"));
+    let pool = server.pool(None);
+    let mut c = pool.get_conn().await.expect("connect");
+    setup(&mut c).await;
+    c.query_drop("ANALYZE TABLE s.big, s.small").await.expect("analyze");
+    async fn from_cache(c: &mut Conn) -> i64 {
+        c.query_first("SELECT @@last_plan_from_cache").await.expect("var").expect("a row")
+    }
+    let count = c.prep("SELECT COUNT(*), SUM(v) FROM s.big WHERE fk = ?").await.expect("prepare");
+    let mut answers = Vec::new();
+    for fk in [3, 7, 3] {
+        answers.push(c.exec_first::<(i64, i64), _, _>(&count, (fk,)).await.expect("execute").expect("a row"));
+        answers.push((from_cache(&mut c).await, fk));
+    }
+    // fk = id % 100 over ids 0..5000: 50 rows each, v = id.
+    let sum = |fk: i64| (0..50).map(|k| k * 100 + fk).sum::<i64>();
+    assert_eq!(answers, [(50, sum(3)), (0, 3), (50, sum(7)), (1, 7), (50, sum(3)), (1, 3)]);
+
+    c.query_drop("ANALYZE TABLE s.big").await.expect("analyze");
+    let _ = c.exec_first::<(i64, i64), _, _>(&count, (5,)).await.expect("execute");
+    assert_eq!(from_cache(&mut c).await, 0, "new statistics make the plan stale");
+    let _ = c.exec_first::<(i64, i64), _, _>(&count, (5,)).await.expect("execute");
+    assert_eq!(from_cache(&mut c).await, 1);
+
+    // One plan per session: two statements in turn push each other out.
+    c.query_drop("SET tidb_prepared_plan_cache_size = 1").await.expect("set");
+    let other = c.prep("SELECT tag FROM s.small WHERE id = ?").await.expect("prepare");
+    for _ in 0..2 {
+        let _: Option<String> = c.exec_first(&other, (3,)).await.expect("execute");
+        assert_eq!(from_cache(&mut c).await, 0);
+        let _ = c.exec_first::<(i64, i64), _, _>(&count, (5,)).await.expect("execute");
+        assert_eq!(from_cache(&mut c).await, 0);
+    }
+    let err = c.query_drop("SET tidb_prepared_plan_cache_size = 0").await.expect_err("size 0");
+    assert_eq!(server_code(&err), Some(1231));
+}

@@ -305,7 +305,9 @@ fn grouped(sub: &LogicalSubquery, ctx: &RuleCtx) -> Result<Option<Grouped>> {
             other => other,
         })
     })?;
-    let Some(over_no_rows) = super::constant_value(&at_empty, ctx.params) else { return Ok(None) };
+    // Without parameter values: the plan must hold for every execution of a prepared
+    // statement (a `?` there leaves the subquery per row).
+    let Some(over_no_rows) = super::constant_value(&at_empty, &[]) else { return Ok(None) };
     let nk = inner_keys.len();
     let key_types: Vec<OutputColumn> = {
         let metas: Vec<OutputColumn> = from_scope.columns.iter().map(|c| c.meta.clone()).collect();
