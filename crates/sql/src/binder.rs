@@ -57,6 +57,9 @@ pub struct SessionInfo {
     pub optimizer_trace: Option<Arc<crate::optimizer_trace::OptimizerTrace>>,
     /// The prepared plan cache, when the statement is an execution of a prepared query.
     pub plan_cache: Option<PlanCacheSlot>,
+    /// Where the statement adds the time it spends planning (nanoseconds; the compile phase
+    /// of `crate::metrics`).
+    pub compile_nanos: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// An execution's place in the session's plan cache (`crate::plan_cache`).

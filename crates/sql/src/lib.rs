@@ -21,6 +21,7 @@ pub mod interrupt;
 pub mod keyconv;
 pub mod load;
 pub mod logical;
+pub mod metrics;
 pub mod optimizer_trace;
 pub mod physical;
 pub mod plan;

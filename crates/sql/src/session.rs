@@ -62,6 +62,8 @@ pub struct Engine {
     gc_life_ms: std::sync::atomic::AtomicU64,
     /// The vectorized engine read-only queries may run on (see `column`).
     column_engine: std::sync::OnceLock<Arc<dyn crate::column::ColumnEngine>>,
+    /// Prometheus metrics (`crate::metrics`).
+    pub metrics: crate::metrics::Metrics,
 }
 
 /// How often GC of old versions runs.
@@ -96,6 +98,7 @@ impl Engine {
             cleanup: Default::default(),
             gc_life_ms: std::sync::atomic::AtomicU64::new(DEFAULT_GC_LIFE.as_millis() as u64),
             column_engine: std::sync::OnceLock::new(),
+            metrics: Default::default(),
         }))
     }
 
@@ -242,6 +245,7 @@ impl Engine {
             last_trace: Arc::default(),
             plan_cache: Arc::default(),
             plan_slot: None,
+            compile_nanos: Arc::default(),
         }
     }
 
@@ -453,6 +457,8 @@ pub struct Session {
     plan_cache: Arc<Mutex<crate::plan_cache::PlanCache>>,
     /// The running statement's place in the plan cache (an execution of a prepared query).
     plan_slot: Option<crate::binder::PlanCacheSlot>,
+    /// Nanoseconds the running statement spent planning (the compile phase).
+    compile_nanos: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A use of a database or table by a statement: (privilege it needs, the privilege's name,
@@ -881,6 +887,7 @@ impl Session {
             })),
             optimizer_trace: self.trace.clone(),
             plan_cache: self.plan_slot.clone(),
+            compile_nanos: self.compile_nanos.clone(),
         }
     }
 
@@ -1012,6 +1019,7 @@ impl Session {
         client: &mut dyn ClientPort,
     ) -> Vec<Result<QueryResult>> {
         self.process.set_statement(Some(Arc::from(sql)));
+        self.engine.metrics.command(crate::metrics::Command::Query);
         let r = self.execute_text_inner(sql, allow_multi, client, true).await;
         self.process.set_statement(None);
         r
@@ -1055,10 +1063,12 @@ impl Session {
                 return out;
             }
         }
+        let parsing = std::time::Instant::now();
         let stmts = match parse(sql, &self.dialect()) {
             Ok(s) => s,
             Err(e) => return vec![Err(e)],
         };
+        self.engine.metrics.phase(crate::metrics::Phase::Parse, parsing.elapsed());
         if stmts.is_empty() {
             return vec![Err(Error::user(Code::Parse, "Query was empty"))];
         }
@@ -1104,7 +1114,10 @@ impl Session {
 
     /// Prepares a statement; returns its id.
     pub async fn prepare(&mut self, sql: &str) -> Result<(u32, usize, Vec<Column>)> {
+        self.engine.metrics.command(crate::metrics::Command::StmtPrepare);
+        let parsing = std::time::Instant::now();
         let mut stmts = parse(sql, &self.dialect())?;
+        self.engine.metrics.phase(crate::metrics::Phase::Parse, parsing.elapsed());
         if stmts.len() != 1 {
             return Err(Error::user(Code::Parse, "You can only prepare one statement at a time"));
         }
@@ -1173,6 +1186,7 @@ impl Session {
                 ))
             }
         };
+        self.engine.metrics.command(crate::metrics::Command::StmtExecute);
         self.plan_slot =
             if matches!(stmt, ast::Statement::Query(_)) { self.plan_cache_slot(&sql, params) } else { None };
         let r = self.run_with(&stmt, params, sink).await;
@@ -1901,6 +1915,8 @@ impl Session {
         sink: Option<&mut dyn ResultSink>,
     ) -> Result<QueryResult> {
         use crate::optimizer_trace::{Flags, OptimizerTrace};
+        let started = std::time::Instant::now();
+        self.compile_nanos.store(0, Ordering::Relaxed);
         let flags = Flags::parse(&self.vars.get("optimizer_trace").map(value_text).unwrap_or_default());
         let r = if !flags.enabled {
             self.run_statement(stmt, params, sink).await
@@ -1915,6 +1931,21 @@ impl Session {
             }
             r
         };
+        // Metrics: the statement's kind, and its time outside planning as the execute phase.
+        let metrics = &self.engine.metrics;
+        metrics.statement(match stmt {
+            ast::Statement::Query(_) => "Select",
+            ast::Statement::Insert(_) => "Insert",
+            ast::Statement::Update(_) => "Update",
+            ast::Statement::Delete(_) => "Delete",
+            ast::Statement::Set(_) => "Set",
+            _ => "Other",
+        });
+        let compile = std::time::Duration::from_nanos(self.compile_nanos.load(Ordering::Relaxed));
+        if !compile.is_zero() {
+            metrics.phase(crate::metrics::Phase::Compile, compile);
+        }
+        metrics.phase(crate::metrics::Phase::Execute, started.elapsed().saturating_sub(compile));
         // What the next statement reads as @@last_plan_from_cache.
         let from_cache = self.plan_slot.as_ref().is_some_and(|s| s.hit.load(Ordering::Relaxed));
         self.vars.insert("last_plan_from_cache".into(), Value::Int(i64::from(from_cache)));
@@ -2709,16 +2740,26 @@ fn plan_query_cached(
     q: &ast::Query,
     params: &[Value],
 ) -> Result<Arc<crate::plan::Query>> {
+    let compiling = std::time::Instant::now();
+    let spent = || {
+        let nanos = u64::try_from(compiling.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        info.compile_nanos.fetch_add(nanos, Ordering::Relaxed);
+    };
     let stats_version = engine.catalog.stats_version();
     if let Some(slot) = &info.plan_cache {
         if let Some(query) = slot.cache.lock().get(&slot.key, slot.schema_version, stats_version) {
             slot.hit.store(true, Ordering::Relaxed);
+            engine.metrics.plan_cache_hits.fetch_add(1, Ordering::Relaxed);
+            spent();
             return Ok(query);
         }
+        engine.metrics.plan_cache_misses.fetch_add(1, Ordering::Relaxed);
     }
     let mut binder = Binder::new(&engine.catalog, info);
     binder.params = params;
-    let query = Arc::new(binder.plan_query(q)?);
+    let planned = binder.plan_query(q);
+    spent();
+    let query = Arc::new(planned?);
     if let Some(slot) = &info.plan_cache {
         match &binder.uncacheable {
             Some(why) => context::warn(Code::UnknownError, format!("skip prepared plan-cache: {why}")),

@@ -241,8 +241,12 @@ async fn server(args: ServerArgs) -> Result<()> {
             "/metrics",
             axum::routing::get({
                 let c = connections.clone();
+                let sql = sql.clone();
                 move || async move {
-                    format!("# TYPE strata_connections gauge\nstrata_connections {}\n", c.load(Ordering::Relaxed))
+                    (
+                        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                        sql.metrics.render(c.load(Ordering::Relaxed) as u64),
+                    )
                 }
             }),
         );

@@ -379,3 +379,63 @@ async fn prepared_plans_are_reused_until_statistics_change() {
     let err = c.query_drop("SET tidb_prepared_plan_cache_size = 0").await.expect_err("size 0");
     assert_eq!(server_code(&err), Some(1231));
 }
+
+/// `GET /metrics` on the status port is Prometheus text that a Prometheus parser reads:
+/// statements by command and kind, the parse / compile / execute histograms and the plan
+/// cache's hits and misses count what the test ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_prometheus_text_counting_statements_phases_and_plan_cache_hits() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = common::StrataProcess::start(&dir.path().join("data"));
+    let status = server.status_port;
+    let scrape = move || {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", status)).expect("status port");
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").expect("request");
+        let mut response = String::new();
+        s.read_to_string(&mut response).expect("response");
+        let (head, body) = response.split_once("\r\n\r\n").expect("headers and body");
+        assert!(head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(head.to_ascii_lowercase().contains("content-type: text/plain"), "{head}");
+        let lines = body.lines().map(|l| Ok(l.to_string()));
+        prometheus_parse::Scrape::parse(lines).expect("Prometheus text format")
+    };
+    let value = |scrape: &prometheus_parse::Scrape, name: &str, label: (&str, &str)| -> f64 {
+        let sample = scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == name && s.labels.get(label.0) == Some(label.1))
+            .unwrap_or_else(|| panic!("{name}{{{}={}}} in the scrape", label.0, label.1));
+        match &sample.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => *v,
+            prometheus_parse::Value::Histogram(buckets) => buckets.last().map_or(0.0, |b| b.count),
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    let before = scrape();
+    let pool = server.pool(None);
+    let mut c = pool.get_conn().await.expect("connect");
+    c.query_drop("CREATE DATABASE m").await.expect("create");
+    c.query_drop("CREATE TABLE m.t (id INT PRIMARY KEY, v INT)").await.expect("create");
+    c.query_drop("INSERT INTO m.t VALUES (1, 10), (2, 20)").await.expect("insert");
+    let stmt = c.prep("SELECT v FROM m.t WHERE id = ?").await.expect("prepare");
+    for id in [1, 2, 1] {
+        let _: Option<i64> = c.exec_first(&stmt, (id,)).await.expect("execute");
+    }
+    let after = scrape();
+    let delta = |name: &str, label: (&str, &str)| value(&after, name, label) - value(&before, name, label);
+    assert_eq!(delta("strata_server_query_total", ("type", "StmtExecute")), 3.0);
+    assert_eq!(delta("strata_server_query_total", ("type", "StmtPrepare")), 1.0);
+    assert!(delta("strata_server_query_total", ("type", "Query")) >= 3.0);
+    assert_eq!(delta("strata_executor_statement_total", ("type", "Insert")), 1.0);
+    assert!(delta("strata_executor_statement_total", ("type", "Select")) >= 3.0);
+    assert_eq!(delta("strata_plan_cache_total", ("result", "hit")), 2.0);
+    assert_eq!(delta("strata_plan_cache_total", ("result", "miss")), 1.0);
+    assert!(delta("strata_session_statement_duration_seconds", ("phase", "parse")) >= 4.0);
+    assert!(delta("strata_session_statement_duration_seconds", ("phase", "compile")) >= 3.0);
+    assert!(delta("strata_session_statement_duration_seconds", ("phase", "execute")) >= 6.0);
+    let connections = after.samples.iter().find(|s| s.metric == "strata_connections").expect("connections");
+    assert!(matches!(connections.value, prometheus_parse::Value::Gauge(n) if n >= 1.0), "{connections:?}");
+}

@@ -16,6 +16,9 @@ pub struct StrataProcess {
     child: Option<Child>,
     /// The MySQL protocol port.
     pub port: u16,
+    /// The status port (HTTP: /status, /metrics).
+    #[allow(dead_code)]
+    pub status_port: u16,
     /// The data directory.
     pub data_dir: PathBuf,
 }
@@ -51,17 +54,20 @@ impl StrataProcess {
                 let Ok(line) = line else { break };
                 if !sent {
                     if let Some(rest) = line.split("listening on ").nth(1) {
+                        let port_of = |addr: &str| addr.rsplit(':').next().and_then(|p| p.parse::<u16>().ok());
                         let addr = rest.split_whitespace().next().unwrap_or("");
-                        if let Some(port) = addr.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()) {
-                            let _ = tx.send(port);
+                        let status = rest.split("status on http://").nth(1).and_then(|s| s.split(',').next());
+                        if let Some(port) = port_of(addr) {
+                            let _ = tx.send((port, status.and_then(port_of).unwrap_or(0)));
                             sent = true;
                         }
                     }
                 }
             }
         });
-        let port = rx.recv_timeout(Duration::from_secs(60)).expect("strata did not start listening within 60 s");
-        StrataProcess { child: Some(child), port, data_dir: data_dir.to_path_buf() }
+        let (port, status_port) =
+            rx.recv_timeout(Duration::from_secs(60)).expect("strata did not start listening within 60 s");
+        StrataProcess { child: Some(child), port, status_port, data_dir: data_dir.to_path_buf() }
     }
 
     /// The connection URL for a database (or none).
