@@ -2,8 +2,9 @@
 //! as prepared statements (binary `COM_STMT_EXECUTE` and SQL `EXECUTE`), so an execution
 //! whose plan is cached skips binding, the rules and physical planning.
 //!
-//! A plan is kept by the statement's text, the current database and the types of the
-//! parameter values (result metadata is typed by them), for the schema version and the
+//! A plan is kept by the statement's text, the current database, the types of the
+//! parameter values (result metadata is typed by them) and the session variables binding
+//! reads (div_precision_increment, cte_max_recursion_depth, sql_mode), for the schema version and the
 //! statistics version it was planned under: a DDL statement or new statistics make it
 //! stale, and the next execution plans again. Plans refer to parameters symbolically, so
 //! one plan serves every value. A query whose plan holds values of the moment — session
@@ -34,7 +35,8 @@ pub struct PlanKey {
     pub db: Option<String>,
     /// The types of the parameter values.
     pub params: Vec<String>,
-    /// Session variables the plan's types depend on (div_precision_increment).
+    /// Session variables binding reads (div_precision_increment, cte_max_recursion_depth,
+    /// sql_mode).
     pub vars: String,
 }
 

@@ -1962,8 +1962,14 @@ impl Session {
         if var("tidb_enable_prepared_plan_cache") == 0 || traced {
             return None;
         }
-        // Result types depend on div_precision_increment.
-        let vars = format!("dpi={}", var("div_precision_increment"));
+        // Binding reads these: result types depend on div_precision_increment, GROUP BY
+        // checks on sql_mode, a recursive CTE's bound on cte_max_recursion_depth.
+        let vars = format!(
+            "dpi={};cte={};mode={}",
+            var("div_precision_increment"),
+            var("cte_max_recursion_depth"),
+            self.vars.get("sql_mode").map(value_text).unwrap_or_default()
+        );
         Some(crate::binder::PlanCacheSlot {
             cache: self.plan_cache.clone(),
             key: crate::plan_cache::PlanKey::new(sql.clone(), self.db.clone(), params, vars),
