@@ -225,7 +225,7 @@ impl Engine {
             process,
             user: user.to_string(),
             db: None,
-            vars: (*self.globals()).clone(),
+            vars: self.globals(),
             user_vars: HashMap::new(),
             txn: None,
             schema_version: 0,
@@ -425,7 +425,9 @@ pub struct Session {
     process: Arc<Process>,
     user: String,
     db: Option<String>,
-    vars: BTreeMap<String, Value>,
+    /// System variables as this session sees them (shared with each statement's
+    /// `SessionInfo`; copied on the first write while a statement holds them).
+    vars: Arc<BTreeMap<String, Value>>,
     user_vars: HashMap<String, Value>,
     txn: Option<Transaction>,
     /// The schema version when `txn` began (see `Engine::commit_txn`).
@@ -677,7 +679,7 @@ impl Session {
     /// An interactive client: its wait_timeout starts as interactive_timeout.
     pub fn start_interactive(&mut self) {
         if let Some(v) = self.vars.get("interactive_timeout").cloned() {
-            self.vars.insert("wait_timeout".into(), v);
+            Arc::make_mut(&mut self.vars).insert("wait_timeout".into(), v);
         }
     }
 
@@ -875,7 +877,7 @@ impl Session {
             user: format!("{}@{}", self.user, self.account_host),
             client_user: format!("{}@{}", self.user, self.client_host),
             row_count: 0,
-            vars: Arc::new(self.vars.clone()),
+            vars: self.vars.clone(),
             user_vars: Arc::new(self.user_vars.clone()),
             globals: self.engine.globals(),
             schema: self.schema.clone(),
@@ -1205,7 +1207,7 @@ impl Session {
         self.prepared.clear();
         self.plan_cache.lock().clear();
         self.named.clear();
-        self.vars = (*self.engine.globals()).clone();
+        self.vars = self.engine.globals();
         self.user_vars.clear();
         self.warnings.clear();
         self.last_insert_id = 0;
@@ -1947,8 +1949,10 @@ impl Session {
         }
         metrics.phase(crate::metrics::Phase::Execute, started.elapsed().saturating_sub(compile));
         // What the next statement reads as @@last_plan_from_cache.
-        let from_cache = self.plan_slot.as_ref().is_some_and(|s| s.hit.load(Ordering::Relaxed));
-        self.vars.insert("last_plan_from_cache".into(), Value::Int(i64::from(from_cache)));
+        let from_cache = Value::Int(i64::from(self.plan_slot.as_ref().is_some_and(|s| s.hit.load(Ordering::Relaxed))));
+        if self.vars.get("last_plan_from_cache") != Some(&from_cache) {
+            Arc::make_mut(&mut self.vars).insert("last_plan_from_cache".into(), from_cache);
+        }
         r
     }
 
@@ -2396,8 +2400,8 @@ impl Session {
                         let name =
                             isolation_name(&level.to_string()).ok_or_else(|| Error::parse("bad isolation level"))?;
                         self.note_isolation(&level.to_string(), name);
-                        self.vars.insert("transaction_isolation".into(), Value::str(name));
-                        self.vars.insert("tx_isolation".into(), Value::str(name));
+                        Arc::make_mut(&mut self.vars).insert("transaction_isolation".into(), Value::str(name));
+                        Arc::make_mut(&mut self.vars).insert("tx_isolation".into(), Value::str(name));
                     }
                 }
                 Ok(QueryResult::ok(0))
@@ -2426,7 +2430,7 @@ impl Session {
     /// [SESSION] VARIABLES).
     fn visible_vars(&self) -> BTreeMap<String, Value> {
         let globals = self.engine.globals();
-        let mut vars = self.vars.clone();
+        let mut vars = (*self.vars).clone();
         for (k, v) in globals.iter() {
             if variables::scope(k) == variables::Scope::Global {
                 vars.insert(k.clone(), v.clone());
@@ -2537,7 +2541,7 @@ impl Session {
                 if effects && on && !self.autocommit() {
                     self.commit().await?;
                 }
-                self.vars.insert(var, Value::Int(on as i64));
+                Arc::make_mut(&mut self.vars).insert(var, Value::Int(on as i64));
             }
             "transaction_isolation" | "tx_isolation" => {
                 let name = isolation_name(&text).ok_or_else(|| {
@@ -2549,8 +2553,8 @@ impl Session {
                 if effects {
                     self.note_isolation(&text, name);
                 }
-                self.vars.insert("transaction_isolation".into(), Value::str(name));
-                self.vars.insert("tx_isolation".into(), Value::str(name));
+                Arc::make_mut(&mut self.vars).insert("transaction_isolation".into(), Value::str(name));
+                Arc::make_mut(&mut self.vars).insert("tx_isolation".into(), Value::str(name));
             }
             "tidb_txn_mode" => {
                 let mode = match text.to_ascii_lowercase().as_str() {
@@ -2563,14 +2567,14 @@ impl Session {
                         ))
                     }
                 };
-                self.vars.insert(var, Value::str(mode));
+                Arc::make_mut(&mut self.vars).insert(var, Value::str(mode));
             }
             "optimizer_trace" => {
                 let current = crate::optimizer_trace::Flags::parse(
                     &self.vars.get("optimizer_trace").map(value_text).unwrap_or_default(),
                 );
                 let flags = crate::optimizer_trace::Flags::set(current, &text)?;
-                self.vars.insert(var, Value::str(flags.render()));
+                Arc::make_mut(&mut self.vars).insert(var, Value::str(flags.render()));
             }
             "tidb_enable_prepared_plan_cache" | "tidb_ignore_prepared_cache_close_stmt" => {
                 let on = match text.to_ascii_lowercase().as_str() {
@@ -2586,7 +2590,7 @@ impl Session {
                 if !on && var == "tidb_enable_prepared_plan_cache" {
                     self.plan_cache.lock().clear();
                 }
-                self.vars.insert(var, Value::Int(i64::from(on)));
+                Arc::make_mut(&mut self.vars).insert(var, Value::Int(i64::from(on)));
             }
             "tidb_prepared_plan_cache_size" => {
                 let n = v.as_i64().filter(|n| (1..=100_000).contains(n)).ok_or_else(|| {
@@ -2595,7 +2599,7 @@ impl Session {
                         format!("Variable 'tidb_prepared_plan_cache_size' can't be set to the value of '{text}'"),
                     )
                 })?;
-                self.vars.insert(var, Value::Int(n));
+                Arc::make_mut(&mut self.vars).insert(var, Value::Int(n));
             }
             "optimizer_trace_max_mem_size" => {
                 let n = v.as_i64().ok_or_else(|| {
@@ -2604,17 +2608,17 @@ impl Session {
                         "Incorrect argument type to variable 'optimizer_trace_max_mem_size'",
                     )
                 })?;
-                self.vars.insert(var, Value::Int(n.max(0)));
+                Arc::make_mut(&mut self.vars).insert(var, Value::Int(n.max(0)));
             }
             "tidb_isolation_read_engines" => {
                 let text = crate::column::ReadEngines::normalize(&text)?;
-                self.vars.insert(var, Value::str(text));
+                Arc::make_mut(&mut self.vars).insert(var, Value::str(text));
             }
             "innodb_lock_wait_timeout" => {
                 let n = v.as_i64().filter(|n| *n >= 1).ok_or_else(|| {
                     Error::user(Code::WrongTypeForVar, "Incorrect argument type to variable 'innodb_lock_wait_timeout'")
                 })?;
-                self.vars.insert(var, Value::Int(n));
+                Arc::make_mut(&mut self.vars).insert(var, Value::Int(n));
             }
             _ => {
                 if !self.vars.contains_key(&var) {
@@ -2623,7 +2627,7 @@ impl Session {
                         format!("Unknown system variable '{var}' (accepted and ignored)"),
                     );
                 }
-                self.vars.insert(var, v);
+                Arc::make_mut(&mut self.vars).insert(var, v);
             }
         }
         Ok(())
