@@ -12,7 +12,9 @@
 //! is not cached, and the execution warns why (`skip prepared plan-cache: ...`), as TiDB
 //! does.
 //!
-//! `tidb_prepared_plan_cache_size` (default 100) bounds the plans per session, the least
+//! `tidb_prepared_plan_cache_size` (default 100) bounds the plans per session, and
+//! `MAX_TEXT_BYTES` the statement text they are for (a plan's size follows its text's:
+//! a client cannot make a session hold gigabytes of plans with huge statements), the least
 //! recently used going first; `tidb_enable_prepared_plan_cache` turns the cache off;
 //! `SELECT @@last_plan_from_cache` tells whether the previous statement's plan came from
 //! it. Closing a statement drops its plans unless `tidb_ignore_prepared_cache_close_stmt`
@@ -34,7 +36,7 @@ pub struct PlanKey {
     /// The current database (names resolve in it).
     pub db: Option<String>,
     /// The types of the parameter values.
-    pub params: Vec<String>,
+    pub params: Vec<SqlType>,
     /// Session variables binding reads (div_precision_increment, cte_max_recursion_depth,
     /// sql_mode).
     pub vars: String,
@@ -43,10 +45,12 @@ pub struct PlanKey {
 impl PlanKey {
     /// The key of executing `sql` in `db` with `params`.
     pub fn new(sql: Arc<str>, db: Option<String>, params: &[Value], vars: String) -> PlanKey {
-        let params = params.iter().map(|v| format!("{:?}", SqlType::of_value(v))).collect();
-        PlanKey { sql, db, params, vars }
+        PlanKey { sql, db, params: params.iter().map(SqlType::of_value).collect(), vars }
     }
 }
+
+/// The most statement text (in bytes) one session's cached plans may be for.
+pub const MAX_TEXT_BYTES: usize = 4 << 20;
 
 struct Entry {
     query: Arc<Query>,
@@ -59,6 +63,8 @@ struct Entry {
 #[derive(Default)]
 pub struct PlanCache {
     entries: HashMap<PlanKey, Entry>,
+    /// Statement text of the cached plans, in bytes.
+    text_bytes: usize,
     clock: u64,
     /// Executions that found their plan here (`Strata_plan_cache_hits`).
     pub hits: u64,
@@ -84,7 +90,7 @@ impl PlanCache {
                 Some(q)
             }
             None => {
-                self.entries.remove(key);
+                self.remove(key);
                 self.misses += 1;
                 None
             }
@@ -93,25 +99,36 @@ impl PlanCache {
 
     /// Keeps `query` for `key`, evicting the least recently used plans beyond `capacity`.
     pub fn put(&mut self, key: PlanKey, query: Arc<Query>, schema_version: u64, stats_version: u64, capacity: usize) {
-        if capacity == 0 {
+        if capacity == 0 || key.sql.len() > MAX_TEXT_BYTES {
             return;
         }
         self.clock += 1;
+        self.remove(&key);
+        self.text_bytes += key.sql.len();
         self.entries.insert(key, Entry { query, schema_version, stats_version, used: self.clock });
-        while self.entries.len() > capacity {
+        while self.entries.len() > capacity || self.text_bytes > MAX_TEXT_BYTES {
             let Some(oldest) = self.entries.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone()) else { break };
-            self.entries.remove(&oldest);
+            self.remove(&oldest);
+        }
+    }
+
+    fn remove(&mut self, key: &PlanKey) {
+        if self.entries.remove(key).is_some() {
+            self.text_bytes -= key.sql.len();
         }
     }
 
     /// Drops the plans of statement text `sql` (its statement was closed).
     pub fn forget(&mut self, sql: &str) {
+        let gone: usize = self.entries.keys().filter(|k| &*k.sql == sql).map(|k| k.sql.len()).sum();
         self.entries.retain(|k, _| &*k.sql != sql);
+        self.text_bytes -= gone;
     }
 
     /// Drops every plan.
     pub fn clear(&mut self) {
         self.entries.clear();
+        self.text_bytes = 0;
     }
 
     /// How many plans are cached.
@@ -165,5 +182,20 @@ mod tests {
         assert!(cache.get(&key("a", Value::Int(1)), 1, 1).is_none());
         cache.put(key("d", Value::Int(1)), query(), 1, 1, 0);
         assert!(cache.get(&key("d", Value::Int(1)), 1, 1).is_none(), "capacity 0 keeps nothing");
+    }
+
+    #[test]
+    fn the_plans_statement_text_is_bounded() {
+        let mut cache = PlanCache::default();
+        let big = "x".repeat(MAX_TEXT_BYTES + 1);
+        cache.put(key(&big, Value::Int(1)), query(), 1, 1, 10);
+        assert!(cache.is_empty(), "a statement over the budget is not kept");
+        let (a, b) = ("a".repeat(MAX_TEXT_BYTES / 2 + 1), "b".repeat(MAX_TEXT_BYTES / 2 + 1));
+        cache.put(key(&a, Value::Int(1)), query(), 1, 1, 10);
+        cache.put(key(&b, Value::Int(1)), query(), 1, 1, 10);
+        assert_eq!(cache.len(), 1);
+        assert!(cache.get(&key(&b, Value::Int(1)), 1, 1).is_some(), "the newer plan stays");
+        cache.forget(&b);
+        assert_eq!(cache.text_bytes, 0);
     }
 }

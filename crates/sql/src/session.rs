@@ -1923,6 +1923,8 @@ impl Session {
         let r = if !flags.enabled {
             self.run_statement(stmt, params, sink).await
         } else {
+            // A traced statement is planned, not taken from the plan cache.
+            self.plan_slot = None;
             let max = self.vars.get("optimizer_trace_max_mem_size").and_then(|v| v.as_i64()).unwrap_or(1 << 20);
             let trace = Arc::new(OptimizerTrace::new(usize::try_from(max).unwrap_or(0)));
             self.trace = Some(trace.clone());
@@ -1957,17 +1959,15 @@ impl Session {
     }
 
     /// The plan cache slot for executing prepared statement text `sql` with `params`, when
-    /// the cache is on (and the optimizer trace off: a traced statement is planned).
+    /// the cache is on.
     fn plan_cache_slot(&self, sql: &Arc<str>, params: &[Value]) -> Option<crate::binder::PlanCacheSlot> {
         let var = |name: &str| self.vars.get(name).and_then(|v| v.as_i64()).unwrap_or(0);
-        let traced =
-            crate::optimizer_trace::Flags::parse(&self.vars.get("optimizer_trace").map(value_text).unwrap_or_default())
-                .enabled;
-        if var("tidb_enable_prepared_plan_cache") == 0 || traced {
+        if var("tidb_enable_prepared_plan_cache") == 0 {
             return None;
         }
-        // Binding reads these: result types depend on div_precision_increment, GROUP BY
-        // checks on sql_mode, a recursive CTE's bound on cte_max_recursion_depth.
+        // Binding reads these: result types depend on div_precision_increment, a recursive
+        // CTE's bound on cte_max_recursion_depth (sql_mode is kept for what binding may come
+        // to check under it).
         let vars = format!(
             "dpi={};cte={};mode={}",
             var("div_precision_increment"),
@@ -2528,16 +2528,7 @@ impl Session {
         let text = value_text(&v);
         match var.as_str() {
             "autocommit" => {
-                let on = match text.to_ascii_lowercase().as_str() {
-                    "1" | "on" | "true" => true,
-                    "0" | "off" | "false" => false,
-                    _ => {
-                        return Err(Error::user(
-                            Code::WrongValueForVar,
-                            format!("Variable 'autocommit' can't be set to the value of '{text}'"),
-                        ))
-                    }
-                };
+                let on = switch(&var, &text)?;
                 if effects && on && !self.autocommit() {
                     self.commit().await?;
                 }
@@ -2577,16 +2568,7 @@ impl Session {
                 Arc::make_mut(&mut self.vars).insert(var, Value::str(flags.render()));
             }
             "tidb_enable_prepared_plan_cache" | "tidb_ignore_prepared_cache_close_stmt" => {
-                let on = match text.to_ascii_lowercase().as_str() {
-                    "1" | "on" | "true" => true,
-                    "0" | "off" | "false" => false,
-                    _ => {
-                        return Err(Error::user(
-                            Code::WrongValueForVar,
-                            format!("Variable '{var}' can't be set to the value of '{text}'"),
-                        ))
-                    }
-                };
+                let on = switch(&var, &text)?;
                 if !on && var == "tidb_enable_prepared_plan_cache" {
                     self.plan_cache.lock().clear();
                 }
@@ -2631,6 +2613,17 @@ impl Session {
             }
         }
         Ok(())
+    }
+}
+
+/// The value of an ON/OFF variable (1/0, ON/OFF, TRUE/FALSE), or MySQL's error 1231.
+fn switch(var: &str, text: &str) -> Result<bool> {
+    match text.to_ascii_lowercase().as_str() {
+        "1" | "on" | "true" => Ok(true),
+        "0" | "off" | "false" => Ok(false),
+        _ => {
+            Err(Error::user(Code::WrongValueForVar, format!("Variable '{var}' can't be set to the value of '{text}'")))
+        }
     }
 }
 

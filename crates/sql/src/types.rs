@@ -8,7 +8,7 @@ use strata_common::time::{parse_duration, DateTime};
 use strata_common::{Code, Error, Result, Value};
 
 /// A column's type.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ColumnType {
     /// TINYINT (1), SMALLINT (2), MEDIUMINT (3), INT (4), BIGINT (8) bytes.
     Int {

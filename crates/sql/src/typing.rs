@@ -17,7 +17,7 @@ pub const MAX_PRECISION: u8 = 65;
 pub const MAX_SCALE: u8 = 30;
 
 /// The type of an expression's values.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SqlType {
     /// The MySQL type; None for the type of a bare NULL.
     pub ty: Option<ColumnType>,
