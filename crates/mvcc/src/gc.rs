@@ -1,7 +1,9 @@
 //! Garbage collection of old versions behind a safe point: for each key, the newest version
 //! at or below the safe point is kept (unless it is a deletion) and everything older goes,
 //! as do rollback and lock-only records at or below the safe point. Readers never use a
-//! timestamp below the safe point, so what GC removes is invisible to every reader.
+//! timestamp below the safe point, so what GC removes is invisible to every reader. A key
+//! whose last change is a deletion at or below the safe point also loses its latest CF
+//! record (under the key's latch, so a commit racing with GC is never undone).
 //!
 //! `destroy_range` is the other half: a whole key range nobody can reach any more (a dropped
 //! table, once the safe point has passed the drop) goes at once, without MVCC, as range
@@ -14,7 +16,9 @@ use strata_common::{Result, Timestamp};
 use strata_storage::engine::BatchOp;
 use strata_storage::{Cf, WriteBatch};
 
-use crate::records::{encode_user_key, split_versioned, versioned, Kind, Write};
+use crate::records::{
+    decode_user_key, encode_user_key, split_latest, split_versioned, versioned, Kind, Write, WriteRef,
+};
 use crate::store::MvccStore;
 
 /// What one GC pass removed.
@@ -87,12 +91,33 @@ impl MvccStore {
         let mut batch = WriteBatch::default();
         batch.delete_range(Cf::Lock, start.to_vec(), end.to_vec());
         batch.delete_range(Cf::Write, enc_start.clone(), enc_end.clone());
+        batch.delete_range(Cf::Latest, enc_start.clone(), enc_end.clone());
         batch.delete_range(Cf::Data, enc_start.clone(), enc_end.clone());
         self.engine().write(batch, true)?;
         self.forget_locks(start, end);
         self.engine().compact_range(Cf::Lock, start, end)?;
         self.engine().compact_range(Cf::Write, &enc_start, &enc_end)?;
+        self.engine().compact_range(Cf::Latest, &enc_start, &enc_end)?;
         self.engine().compact_range(Cf::Data, &enc_start, &enc_end)
+    }
+
+    /// Deletes the latest CF records of `keys` (encoded key, commit timestamp of a deletion)
+    /// that are still those deletions: a key committed since keeps its new record.
+    fn forget_deleted(&self, keys: &[(Vec<u8>, Timestamp)]) -> Result<()> {
+        let users = keys.iter().map(|(enc, _)| decode_user_key(enc)).collect::<Result<Vec<_>>>()?;
+        let _g = self.latches.acquire(users.iter());
+        let mut batch = WriteBatch::default();
+        for (enc, commit_ts) in keys {
+            let Some(raw) = self.engine().get(Cf::Latest, enc)? else { continue };
+            let (latest_ts, w) = split_latest(&raw)?;
+            if latest_ts == *commit_ts && w.kind == Kind::Delete {
+                batch.delete(Cf::Latest, enc.clone());
+            }
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.engine().write(batch, false)
     }
 
     /// Removes versions no reader at or above `safe_point` can see. Skipped (nothing
@@ -114,6 +139,11 @@ impl MvccStore {
         c.seek(&[]);
         let mut current: Vec<u8> = Vec::new();
         let mut kept_base = false;
+        // Whether the current key's newest data record has been seen.
+        let mut seen_data = false;
+        // Keys whose newest data record is a deletion at or below the safe point, with its
+        // commit timestamp: their latest CF record can go too.
+        let mut deleted: Vec<(Vec<u8>, Timestamp)> = Vec::new();
         while c.valid()? {
             let (enc, commit_ts) = split_versioned(c.key())?;
             stats.records_walked += 1;
@@ -121,6 +151,19 @@ impl MvccStore {
             if enc != current.as_slice() {
                 current = enc.to_vec();
                 kept_base = false;
+                seen_data = false;
+            }
+            if !seen_data {
+                let kind = WriteRef::decode(c.value())?.kind;
+                if matches!(kind, Kind::Put | Kind::Delete) {
+                    seen_data = true;
+                    if kind == Kind::Delete && commit_ts <= safe_point {
+                        deleted.push((enc.to_vec(), commit_ts));
+                        if deleted.len() >= 1024 {
+                            self.forget_deleted(&std::mem::take(&mut deleted))?;
+                        }
+                    }
+                }
             }
             if commit_ts <= safe_point {
                 let w = Write::decode(c.value())?;
@@ -152,6 +195,7 @@ impl MvccStore {
         if !batch.is_empty() {
             engine.write(batch, false)?;
         }
+        self.forget_deleted(&deleted)?;
         state.newest.fetch_max(newest_seen, Ordering::SeqCst);
         state.last_safe.store(safe_point.0, Ordering::SeqCst);
         Ok(stats)

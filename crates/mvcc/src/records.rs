@@ -4,7 +4,12 @@
 //!   lock  CF:  key                      -> Lock  { kind, primary, start_ts, ttl, value? }
 //!   write CF:  enc(key) ++ !commit_ts   -> Write { kind, start_ts, value? }
 //!   data  CF:  enc(key) ++ !start_ts    -> value          (values over SHORT_VALUE_MAX)
+//!   latest CF: enc(key)                 -> commit_ts ++ Write   (the newest Put or Delete)
 //! ```
+//! The latest CF repeats the newest data record of each key from the write CF, written in
+//! the same batch, so a reader whose timestamp is past it (almost every reader) reads one
+//! entry per key, however many old versions the write CF holds; only a reader older than
+//! the key's last commit looks in the write CF.
 //! `enc` is the group encoding of the user key, so versions of different keys never
 //! interleave even when one key is a prefix of another. Timestamps are stored inverted
 //! (`!ts`, big-endian) so the newest version of a key comes first.
@@ -162,11 +167,69 @@ impl Write {
         out
     }
 
+    /// The record, borrowed.
+    pub fn as_ref(&self) -> WriteRef<'_> {
+        WriteRef { kind: self.kind, start_ts: self.start_ts, short_value: self.short_value.as_deref() }
+    }
+
     /// Parses a record.
     pub fn decode(b: &[u8]) -> Result<Write> {
         let mut r = Reader(b);
         Ok(Write { kind: Kind::from_byte(r.u8()?)?, start_ts: Timestamp(r.u64()?), short_value: r.opt_bytes()? })
     }
+}
+
+/// A write record read in place (no copy of the value).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteRef<'a> {
+    /// Put, Delete, Lock or Rollback.
+    pub kind: Kind,
+    /// Start timestamp of the transaction that wrote it.
+    pub start_ts: Timestamp,
+    /// The value if short (Put only).
+    pub short_value: Option<&'a [u8]>,
+}
+
+impl<'a> WriteRef<'a> {
+    /// Parses a record without copying its value.
+    pub fn decode(b: &'a [u8]) -> Result<WriteRef<'a>> {
+        let mut r = Reader(b);
+        let kind = Kind::from_byte(r.u8()?)?;
+        let start_ts = Timestamp(r.u64()?);
+        let short_value = if r.u8()? == 1 {
+            let mut n = [0u8; 4];
+            n.copy_from_slice(r.take(4)?);
+            Some(r.take(u32::from_le_bytes(n) as usize)?)
+        } else {
+            None
+        };
+        Ok(WriteRef { kind, start_ts, short_value })
+    }
+
+    /// An owned copy.
+    pub fn to_owned(self) -> Write {
+        Write { kind: self.kind, start_ts: self.start_ts, short_value: self.short_value.map(<[u8]>::to_vec) }
+    }
+}
+
+/// The latest CF's value for a data record committed at `commit_ts`, `encoded` being the
+/// record as `Write::encode` gives it.
+pub fn latest_value(commit_ts: Timestamp, encoded: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + encoded.len());
+    out.extend_from_slice(&commit_ts.0.to_be_bytes());
+    out.extend_from_slice(encoded);
+    out
+}
+
+/// Splits a latest CF value into its commit timestamp and the record.
+pub fn split_latest(value: &[u8]) -> Result<(Timestamp, WriteRef<'_>)> {
+    if value.len() < 8 {
+        return Err(Error::internal("corrupt latest record"));
+    }
+    let (ts, w) = value.split_at(8);
+    let mut b = [0u8; 8];
+    b.copy_from_slice(ts);
+    Ok((Timestamp(u64::from_be_bytes(b)), WriteRef::decode(w)?))
 }
 
 /// The group-encoded form of a user key (the prefix of its versioned keys).
@@ -223,6 +286,12 @@ mod tests {
         // A key that extends another never interleaves with its versions.
         let k2 = encode_user_key(b"key\0");
         assert!(versioned(&k, Timestamp(1)) < versioned(&k2, Timestamp(u64::MAX - 1)));
+        let latest = latest_value(Timestamp(12), &w.encode());
+        let (commit, r) = split_latest(&latest).expect("latest");
+        assert_eq!((commit, r.to_owned()), (Timestamp(12), w));
+        let put = Write { kind: Kind::Put, start_ts: Timestamp(3), short_value: Some(b"value".to_vec()) };
+        assert_eq!(WriteRef::decode(&put.encode()).expect("ref").short_value, Some(b"value".as_slice()));
+        assert!(split_latest(b"short").is_err());
         let v = versioned(&k, Timestamp(10));
         let (ek, ts) = split_versioned(&v).expect("split");
         assert_eq!((decode_user_key(ek).expect("decode"), ts), (b"key".to_vec(), Timestamp(10)));

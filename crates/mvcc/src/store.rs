@@ -1,9 +1,11 @@
 //! `MvccStore`: Percolator's reads and write commands over a `storage::Engine`.
 //!
-//! Reads look at the locks first, then the write CF: a transaction that committed before
-//! the reader's timestamp was issued had its lock in place before that, so it is either
-//! still locked (the reader must resolve it) or already has its commit record. Locks are
-//! read from the in-memory lock table (`lock_table`), never from the lock CF.
+//! Reads look at the locks first, then the commit records: a transaction that committed
+//! before the reader's timestamp was issued had its lock in place before that, so it is
+//! either still locked (the reader must resolve it) or already has its commit record. Locks
+//! are read from the in-memory lock table (`lock_table`), never from the lock CF. Commit
+//! records are read from the latest CF (one per key), and from the write CF only for a key
+//! committed again after the reader's timestamp (see `records`).
 //!
 //! Each write command (prewrite, commit, rollback, pessimistic lock) runs under the latches
 //! of its keys, checks every key first and then writes one atomic batch (and changes the
@@ -18,11 +20,9 @@ use strata_storage::{Cf, Cursor, Engine};
 use crate::latches::Latches;
 use crate::lock_table::{Changes, Held, LockTable};
 use crate::records::{
-    decode_user_key, encode_user_key, split_versioned, versioned, Kind, Lock, Write, SHORT_VALUE_MAX,
+    decode_user_key, encode_user_key, latest_value, split_latest, split_versioned, versioned, Kind, Lock, Write,
+    WriteRef, SHORT_VALUE_MAX,
 };
-
-/// How many of a key's versions a scan steps over before it seeks past the rest.
-const VERSION_STEPS: usize = 4;
 
 /// How many deleted entries a command's shared write-CF cursor may step over on one seek
 /// before it gives up and the key is read with a cursor of its own.
@@ -31,7 +31,7 @@ const SHARED_CURSOR_SKIPS: u64 = 32;
 /// Percolator on one engine.
 pub struct MvccStore {
     engine: Arc<dyn Engine>,
-    latches: Latches,
+    pub(crate) latches: Latches,
     /// Every lock, in memory (the lock CF is its durable half: see `lock_table`).
     locks: LockTable,
     /// Who is told of committed changes (a columnar replica), if anyone.
@@ -60,6 +60,48 @@ pub struct Blocked {
     pub holder: Timestamp,
 }
 
+/// The raw CF key recording the layout of the commit records.
+const FORMAT_KEY: &[u8] = b"mvcc.format";
+
+/// The layout with a latest CF beside the write CF.
+const FORMAT_LATEST: &[u8] = b"latest-v1";
+
+/// Fills the latest CF from the write CF (each key's newest Put or Delete) unless the store
+/// has it already, then records the layout. Stores made by this version have the record
+/// from their first open; stores made by an earlier one are rebuilt once, here.
+fn build_latest(engine: &dyn Engine) -> Result<()> {
+    match engine.get(Cf::Raw, FORMAT_KEY)? {
+        Some(f) if f == FORMAT_LATEST => return Ok(()),
+        Some(f) => {
+            return Err(Error::internal(format!(
+                "unknown MVCC layout {:?}: written by a newer version of Strata?",
+                String::from_utf8_lossy(&f)
+            )))
+        }
+        None => {}
+    }
+    let mut c = engine.cursor(Cf::Write, &[], &[0xFF; 16])?;
+    c.seek(&[]);
+    let mut batch = strata_storage::WriteBatch::default();
+    let mut last: Vec<u8> = Vec::new();
+    while c.valid()? {
+        let (enc, commit_ts) = split_versioned(c.key())?;
+        if enc != last.as_slice() {
+            let w = WriteRef::decode(c.value())?;
+            if matches!(w.kind, Kind::Put | Kind::Delete) {
+                last = enc.to_vec();
+                batch.put(Cf::Latest, last.clone(), latest_value(commit_ts, c.value()));
+                if batch.ops.len() >= 4096 {
+                    engine.write(std::mem::take(&mut batch), false)?;
+                }
+            }
+        }
+        c.next();
+    }
+    batch.put(Cf::Raw, FORMAT_KEY.to_vec(), FORMAT_LATEST.to_vec());
+    engine.write(batch, true)
+}
+
 fn lock_info(key: &[u8], l: &Lock) -> Error {
     Error::KeyLocked(Box::new(LockInfo {
         key: key.to_vec(),
@@ -70,8 +112,10 @@ fn lock_info(key: &[u8], l: &Lock) -> Error {
 }
 
 impl MvccStore {
-    /// A store on `engine`, with the locks its lock CF holds.
+    /// A store on `engine`, with the locks its lock CF holds. A store written before the
+    /// latest CF existed gets it built from its write CF first.
     pub fn open(engine: Arc<dyn Engine>) -> Result<MvccStore> {
+        build_latest(engine.as_ref())?;
         let locks = LockTable::load(engine.as_ref())?;
         Ok(MvccStore {
             engine,
@@ -122,16 +166,11 @@ impl MvccStore {
         lock.kind != Kind::Pessimistic && lock.kind != Kind::Lock && lock.start_ts <= ts
     }
 
-    /// The newest write record of `key` with commit_ts <= `ts` that is a Put or Delete.
-    fn read_version(&self, enc: &[u8], ts: Timestamp) -> Result<Option<Write>> {
-        let mut c = self.engine.versions_cursor(Cf::Write, enc)?;
-        c.seek(&versioned(enc, ts));
-        Self::data_record(&mut *c, enc)
-    }
-
-    fn value_of(&self, enc: &[u8], w: Write) -> Result<Option<Vec<u8>>> {
+    /// The value a data record stands for: a Put's value (inline, or from the data CF), or
+    /// None for a Delete.
+    fn value_of(&self, enc: &[u8], w: WriteRef<'_>) -> Result<Option<Vec<u8>>> {
         match (w.kind, w.short_value) {
-            (Kind::Put, Some(v)) => Ok(Some(v)),
+            (Kind::Put, Some(v)) => Ok(Some(v.to_vec())),
             (Kind::Put, None) => self
                 .engine
                 .get(Cf::Data, &versioned(enc, w.start_ts))?
@@ -141,39 +180,46 @@ impl MvccStore {
         }
     }
 
-    /// Reads `key` at `ts`.
+    /// Reads `key` at `ts`: the latest CF's record if it was committed at or below `ts`,
+    /// else the newest data record at or below `ts` in the write CF.
     pub fn get(&self, key: &[u8], ts: Timestamp) -> Result<Option<Vec<u8>>> {
         if let Some(l) = self.locks.get_if(key, |l| Self::blocks_read(l, ts)) {
             return Err(lock_info(key, &l));
         }
         let enc = encode_user_key(key);
-        match self.read_version(&enc, ts)? {
-            Some(w) => self.value_of(&enc, w),
+        // No latest record: the key never had a value (or its deletion was collected).
+        let Some(raw) = self.engine.get(Cf::Latest, &enc)? else { return Ok(None) };
+        let (commit_ts, w) = split_latest(&raw)?;
+        if commit_ts <= ts {
+            return self.value_of(&enc, w);
+        }
+        let mut c = self.engine.versions_cursor(Cf::Write, &enc)?;
+        c.seek(&versioned(&enc, ts));
+        match Self::data_record(&mut *c, &enc)? {
+            Some((_, w)) => self.value_of(&enc, w),
             None => Ok(None),
         }
     }
 
     /// From the cursor's position (on one of `enc`'s versions, newest first), the first
-    /// data record (Put or Delete) of `enc`, skipping lock and rollback records.
-    fn data_record(c: &mut dyn strata_storage::Cursor, enc: &[u8]) -> Result<Option<Write>> {
-        while c.valid()? {
-            let (k, _) = split_versioned(c.key())?;
-            if k != enc {
-                break;
+    /// data record (Put or Delete) of `enc` and its commit timestamp, skipping lock and
+    /// rollback records.
+    fn data_record<'c>(c: &'c mut dyn Cursor, enc: &[u8]) -> Result<Option<(Timestamp, WriteRef<'c>)>> {
+        loop {
+            if !c.valid()? || split_versioned(c.key())?.0 != enc {
+                return Ok(None);
             }
-            let w = Write::decode(c.value())?;
-            if matches!(w.kind, Kind::Put | Kind::Delete) {
-                return Ok(Some(w));
+            if matches!(WriteRef::decode(c.value())?.kind, Kind::Put | Kind::Delete) {
+                break;
             }
             c.next();
         }
-        Ok(None)
+        let (_, commit_ts) = split_versioned(c.key())?;
+        Ok(Some((commit_ts, WriteRef::decode(c.value())?)))
     }
 
-    /// Reads `keys` at `ts`, one at a time. Each key gets its own cursor bounded to its
-    /// versions: a cursor shared across keys and seeking from one to the next has to step
-    /// over every deleted entry in between (a lock CF holds one per committed key), which
-    /// made a read after many commits scan for seconds.
+    /// Reads `keys` at `ts`, one at a time (each a point read of the latest CF, whose
+    /// filters rule out most table files).
     pub fn batch_get(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
         keys.iter().map(|k| self.get(k, ts)).collect()
     }
@@ -186,15 +232,11 @@ impl MvccStore {
             ts,
             limit,
             |(k, _)| k,
-            |c, enc| {
-                // This key's versions (newest first, all <= ts) up to the first data record.
-                match Self::data_record(c, enc)? {
-                    Some(w) => match self.value_of(enc, w)? {
-                        Some(v) => Ok(Some((decode_user_key(enc)?, v))),
-                        None => Ok(None),
-                    },
-                    None => Ok(None),
-                }
+            |enc, _, w| {
+                Ok(match self.value_of(enc, w)? {
+                    Some(v) => Some((decode_user_key(enc)?, v)),
+                    None => None,
+                })
             },
         )
     }
@@ -218,30 +260,22 @@ impl MvccStore {
             ts,
             limit,
             |ch| &ch.key,
-            |c, enc| {
-                // This key's versions newest first, all <= ts: the first data record, if it is
-                // newer than `after`.
-                while c.valid()? {
-                    let (k, commit_ts) = split_versioned(c.key())?;
-                    if k != enc || commit_ts <= after {
-                        break;
-                    }
-                    let w = Write::decode(c.value())?;
-                    if matches!(w.kind, Kind::Put | Kind::Delete) {
-                        let value = self.value_of(enc, w)?;
-                        return Ok(Some(CommittedChange { key: decode_user_key(enc)?, commit_ts, value }));
-                    }
-                    c.next();
+            |enc, commit_ts, w| {
+                if commit_ts <= after {
+                    return Ok(None);
                 }
-                Ok(None)
+                Ok(Some(CommittedChange { key: decode_user_key(enc)?, commit_ts, value: self.value_of(enc, w)? }))
             },
         )
     }
 
-    /// Walks the keys of `[start, end)` in order: for each, `visit` gets the cursor on the
-    /// key's newest version at or below `ts` (or already past the key, if it has none) and
-    /// may produce an entry; the walk stops at `limit` entries. Fails with the first lock
-    /// that blocks a read at `ts`, up to the last key returned when the limit cut it short.
+    /// Walks the keys of `[start, end)` that have a value or a deletion at or below `ts`, in
+    /// order: `visit` gets each one's encoded key and newest data record at or below `ts`
+    /// (with its commit timestamp) and may produce an entry; the walk stops at `limit`
+    /// entries. The walk is over the latest CF, one entry per key; only a key committed
+    /// again after `ts` is looked up in the write CF, with one cursor for the whole walk.
+    /// Fails with the first lock that blocks a read at `ts`, up to the last key returned
+    /// when the limit cut it short.
     fn walk_keys<T>(
         &self,
         start: &[u8],
@@ -249,42 +283,39 @@ impl MvccStore {
         ts: Timestamp,
         limit: usize,
         key_of: fn(&T) -> &[u8],
-        mut visit: impl FnMut(&mut dyn Cursor, &[u8]) -> Result<Option<T>>,
+        mut visit: impl FnMut(&[u8], Timestamp, WriteRef<'_>) -> Result<Option<T>>,
     ) -> Result<Vec<T>> {
         // The first lock in the range that blocks this read, taken before the versions are
         // read (see the module docs); a lock that appears later belongs to a transaction
         // that will commit above `ts`.
         let blocking = self.locks.find_in_range(start, end, |l| Self::blocks_read(l, ts));
         let (enc_start, enc_end) = (encode_user_key(start), encode_user_key(end));
-        let mut c = self.engine.cursor(Cf::Write, &enc_start, &enc_end)?;
+        let mut latest = self.engine.cursor(Cf::Latest, &enc_start, &enc_end)?;
+        let mut older: Option<Box<dyn Cursor + '_>> = None;
         let mut out = Vec::new();
-        c.seek(&enc_start);
-        while c.valid()? && out.len() < limit {
-            let (enc, commit_ts) = split_versioned(c.key())?;
-            let enc = enc.to_vec();
-            if commit_ts > ts {
-                // Jump to this key's newest version <= ts (`visit` notices if the key has
-                // none and the cursor moved on).
-                c.seek(&versioned(&enc, ts));
-            }
-            if let Some(t) = visit(&mut *c, &enc)? {
+        if limit > 0 {
+            latest.seek(&enc_start);
+        }
+        while out.len() < limit && latest.valid()? {
+            let enc = latest.key();
+            let (commit_ts, w) = split_latest(latest.value())?;
+            let entry = if commit_ts <= ts {
+                visit(enc, commit_ts, w)?
+            } else {
+                let c = match &mut older {
+                    Some(c) => c,
+                    None => older.insert(self.engine.cursor(Cf::Write, &enc_start, &enc_end)?),
+                };
+                c.seek(&versioned(enc, ts));
+                match Self::data_record(&mut **c, enc)? {
+                    Some((commit_ts, w)) => visit(enc, commit_ts, w)?,
+                    None => None,
+                }
+            };
+            if let Some(t) = entry {
                 out.push(t);
             }
-            // Past the rest of this key's versions: most keys have one or two, so a few
-            // steps get there for less than a seek; a longer history is skipped by seeking
-            // (ts 0 is never used, so !0 is past them all).
-            let mut steps = 0;
-            while c.valid()? && split_versioned(c.key())?.0 == enc.as_slice() {
-                if steps == VERSION_STEPS {
-                    c.seek(&versioned(&enc, Timestamp::ZERO));
-                    if c.valid()? && split_versioned(c.key())?.0 == enc.as_slice() {
-                        c.next();
-                    }
-                    break;
-                }
-                c.next();
-                steps += 1;
-            }
+            latest.next();
         }
         // Locks only matter up to the last key returned when the limit cut the scan short.
         let bound = if out.len() >= limit { out.last().map(|t| key_of(t).to_vec()) } else { None };
@@ -406,8 +437,8 @@ impl MvccStore {
             }
             let enc = encode_user_key(key);
             let h = self.history_in(&mut shared, &bounds, &enc, req.start_ts)?;
-            values.push(match h.data {
-                Some(w) => self.value_of(&enc, w)?,
+            values.push(match &h.data {
+                Some(w) => self.value_of(&enc, w.as_ref())?,
                 None => None,
             });
             if held.is_some() {
@@ -558,8 +589,11 @@ impl MvccStore {
             }
             other => other,
         };
-        let w = Write { kind: l.kind, start_ts: l.start_ts, short_value };
-        changes.batch.put(Cf::Write, versioned(enc, commit_ts), w.encode());
+        let w = Write { kind: l.kind, start_ts: l.start_ts, short_value }.encode();
+        if matches!(l.kind, Kind::Put | Kind::Delete) {
+            changes.batch.put(Cf::Latest, enc.to_vec(), latest_value(commit_ts, &w));
+        }
+        changes.batch.put(Cf::Write, versioned(enc, commit_ts), w);
         Ok(())
     }
 

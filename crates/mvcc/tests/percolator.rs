@@ -254,10 +254,13 @@ async fn destroy_range_removes_every_version_value_and_lock_of_the_range_only() 
     c.store().destroy_range(b"t1", b"t2").expect("destroy");
 
     let engine = c.store().engine().clone();
-    for cf in [strata_storage::Cf::Data, strata_storage::Cf::Write, strata_storage::Cf::Lock] {
+    for cf in
+        [strata_storage::Cf::Data, strata_storage::Cf::Write, strata_storage::Cf::Latest, strata_storage::Cf::Lock]
+    {
         for (key, _) in cf_entries(&engine, cf) {
             let user = match cf {
                 strata_storage::Cf::Lock => key.clone(),
+                strata_storage::Cf::Latest => strata_mvcc::records::decode_user_key(&key).expect("decode"),
                 _ => {
                     let (enc, _) = strata_mvcc::records::split_versioned(&key).expect("versioned");
                     strata_mvcc::records::decode_user_key(enc).expect("decode")
@@ -327,7 +330,7 @@ async fn locks_stay_in_memory_and_commit_writes_the_transaction_in_one_batch() {
     let mut req = prewrite(vec![put("a", "short"), put("b", &long)], ts(10), LockMode::Pessimistic);
     Arc::get_mut(&mut req).expect("sole owner").locked = vec![true, false];
     c.prewrite(req).await.expect("prewrite");
-    for cf in [Cf::Lock, Cf::Write, Cf::Data] {
+    for cf in [Cf::Lock, Cf::Write, Cf::Latest, Cf::Data] {
         assert!(cf_entries(&engine, cf).is_empty(), "{cf:?} written before commit");
     }
     assert_eq!(c.store().lock_count(), 2);
@@ -340,6 +343,7 @@ async fn locks_stay_in_memory_and_commit_writes_the_transaction_in_one_batch() {
     assert_eq!(c.store().lock_count(), 0);
     assert!(cf_entries(&engine, Cf::Lock).is_empty(), "nothing ever reaches the lock CF");
     assert_eq!(cf_entries(&engine, Cf::Write).len(), 2);
+    assert_eq!(cf_entries(&engine, Cf::Latest).len(), 2, "each key's newest record, repeated");
     assert_eq!(cf_entries(&engine, Cf::Data).len(), 1, "the long value");
     assert_eq!(get(&c, "a", 20).await.expect("read").as_deref(), Some("short"));
     assert_eq!(get(&c, "b", 20).await.expect("read").as_deref(), Some(long.as_str()));
@@ -359,7 +363,8 @@ async fn a_crash_before_commit_leaves_nothing_behind() {
     } // the process dies here
     let c = LocalClient::new(Arc::new(MvccStore::open(engine.clone()).expect("reopen")), false);
     assert_eq!(c.recover_locks().expect("recover"), 0);
-    for cf in strata_storage::Cf::ALL {
+    // The raw CF holds the store's layout record, nothing of the transaction.
+    for cf in strata_storage::Cf::ALL.into_iter().filter(|cf| *cf != strata_storage::Cf::Raw) {
         assert!(cf_entries(&engine, cf).is_empty(), "{cf:?} holds a trace of the uncommitted transaction");
     }
     assert_eq!(get(&c, "a", 20).await.expect("read"), None);

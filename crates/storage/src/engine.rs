@@ -2,7 +2,9 @@
 
 use strata_common::Result;
 
-/// Column families, as in Percolator: committed values, locks, and commit records.
+/// Column families, as in Percolator (committed values, locks, and commit records), plus
+/// the latest committed record of each key, so that reading the current value of a key,
+/// or of a range of keys, never walks over old versions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Cf {
     /// Values of large writes, keyed by `key ++ start_ts`.
@@ -11,13 +13,16 @@ pub enum Cf {
     Lock,
     /// Commit and rollback records, keyed by `key ++ commit_ts`.
     Write,
+    /// Each key's newest commit record that put or deleted a value, keyed by `key` alone
+    /// (its value starts with the commit timestamp).
+    Latest,
     /// Local, non-transactional metadata (timestamp oracle high-water mark, GC safe point).
     Raw,
 }
 
 impl Cf {
     /// All column families.
-    pub const ALL: [Cf; 4] = [Cf::Data, Cf::Lock, Cf::Write, Cf::Raw];
+    pub const ALL: [Cf; 5] = [Cf::Data, Cf::Lock, Cf::Write, Cf::Latest, Cf::Raw];
 
     /// The column family's name on disk.
     pub fn name(self) -> &'static str {
@@ -25,6 +30,7 @@ impl Cf {
             Cf::Data => "default",
             Cf::Lock => "lock",
             Cf::Write => "write",
+            Cf::Latest => "latest",
             Cf::Raw => "raw",
         }
     }

@@ -13,7 +13,7 @@ type Map = BTreeMap<Vec<u8>, Vec<u8>>;
 /// The in-memory engine.
 #[derive(Default)]
 pub struct MemoryEngine {
-    cfs: RwLock<[Map; 4]>,
+    cfs: RwLock<[Map; Cf::ALL.len()]>,
 }
 
 fn idx(cf: Cf) -> usize {

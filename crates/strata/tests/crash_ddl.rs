@@ -109,12 +109,13 @@ async fn ddl_killed_midway_recovers() {
 fn keys_under(engine: &dyn strata_storage::Engine, prefix: &[u8]) -> Vec<String> {
     use strata_storage::Cf;
     let mut found = Vec::new();
-    for cf in [Cf::Data, Cf::Write, Cf::Lock] {
+    for cf in [Cf::Data, Cf::Write, Cf::Latest, Cf::Lock] {
         let mut c = engine.cursor(cf, &[], &[0xFF; 32]).expect("cursor");
         c.seek(&[]);
         while c.valid().expect("valid") {
             let user = match cf {
                 Cf::Lock => c.key().to_vec(),
+                Cf::Latest => strata_mvcc::records::decode_user_key(c.key()).expect("user key"),
                 _ => {
                     let (enc, _) = strata_mvcc::records::split_versioned(c.key()).expect("versioned key");
                     strata_mvcc::records::decode_user_key(enc).expect("user key")

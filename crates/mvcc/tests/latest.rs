@@ -1,0 +1,293 @@
+//! The latest CF: reads through it agree with the full history in the write CF at every
+//! timestamp, a current read never walks old versions, GC keeps it in step, and a store
+//! written before it existed gets it built at open.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use strata_common::{Result, Timestamp};
+use strata_kv::{Client, LockMode, Mutation, PrewriteRequest};
+use strata_mvcc::records::{encode_user_key, versioned, Kind, Write};
+use strata_mvcc::{LocalClient, MvccStore};
+use strata_storage::{Cf, Cursor, Engine, MemoryEngine, WriteBatch};
+
+fn ts(t: u64) -> Timestamp {
+    Timestamp::compose(t, 0)
+}
+
+fn prewrite(muts: Vec<Mutation>, start: Timestamp) -> Arc<PrewriteRequest> {
+    let primary = muts[0].key().to_vec();
+    let locked = vec![false; muts.len()];
+    Arc::new(PrewriteRequest {
+        mutations: muts,
+        primary,
+        start_ts: start,
+        ttl_ms: 3000,
+        mode: LockMode::Optimistic,
+        locked,
+    })
+}
+
+/// A small deterministic generator (xorshift).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Each key's data changes: commit timestamp and value (None: deleted), oldest first.
+type Model = BTreeMap<Vec<u8>, Vec<(u64, Option<Vec<u8>>)>>;
+
+fn model_at(model: &Model, key: &[u8], at: u64) -> Option<Vec<u8>> {
+    model.get(key)?.iter().rev().find(|(c, _)| *c <= at).and_then(|(_, v)| v.clone())
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("k{i:03}").into_bytes()
+}
+
+/// Every read the store offers, at `at`, against the model: point reads, a batch read, a
+/// full scan, limited scans, and the changes since `after`.
+async fn check_reads(c: &LocalClient, model: &Model, keys: u64, at: u64, after: u64) {
+    let all: Vec<Vec<u8>> = (0..keys).map(key).collect();
+    let got = c.batch_get(&all, ts(at)).await.expect("batch get");
+    for (k, v) in all.iter().zip(&got) {
+        assert_eq!(*v, model_at(model, k, at), "get {} at {at}", String::from_utf8_lossy(k));
+    }
+    let expected: Vec<(Vec<u8>, Vec<u8>)> =
+        all.iter().filter_map(|k| model_at(model, k, at).map(|v| (k.clone(), v))).collect();
+    assert_eq!(c.scan(b"k", b"l", ts(at), usize::MAX).await.expect("scan"), expected, "scan at {at}");
+    for limit in [1, 3] {
+        let part = c.scan(b"k", b"l", ts(at), limit).await.expect("scan");
+        assert_eq!(part, expected.iter().take(limit).cloned().collect::<Vec<_>>(), "scan at {at} limit {limit}");
+    }
+    let changes = c.scan_changes(b"k", b"l", ts(after), ts(at), usize::MAX).await.expect("changes");
+    let want: Vec<(Vec<u8>, u64, Option<Vec<u8>>)> = all
+        .iter()
+        .filter_map(|k| {
+            let (commit, v) = model.get(k)?.iter().rev().find(|(c, _)| *c <= at)?;
+            (*commit > after).then(|| (k.clone(), *commit, v.clone()))
+        })
+        .collect();
+    let got: Vec<(Vec<u8>, u64, Option<Vec<u8>>)> =
+        changes.into_iter().map(|ch| (ch.key, ch.commit_ts.physical_ms(), ch.value)).collect();
+    assert_eq!(got, want, "changes in ({after}, {at}]");
+}
+
+#[tokio::test]
+async fn reads_agree_with_the_history_at_every_timestamp_before_and_after_gc() {
+    let c = LocalClient::new(Arc::new(MvccStore::open(Arc::new(MemoryEngine::new())).expect("open")), false);
+    let keys = 12;
+    let mut model = Model::new();
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut now = 10;
+    for _ in 0..300 {
+        let start = now;
+        let commit = now + 1;
+        now += 2;
+        let mut muts = Vec::new();
+        let mut touched = std::collections::BTreeSet::new();
+        for _ in 0..1 + rng.below(3) {
+            let i = rng.below(keys);
+            if !touched.insert(i) {
+                continue;
+            }
+            // Long values go to the data CF; lock-only records change nothing.
+            muts.push(match rng.below(10) {
+                0..=4 => Mutation::Put(key(i), format!("v{i}@{commit}").into_bytes()),
+                5 => Mutation::Put(key(i), vec![b'L'; 300 + i as usize]),
+                6..=7 => Mutation::Delete(key(i)),
+                _ => Mutation::Lock(key(i)),
+            });
+        }
+        let ks: Vec<Vec<u8>> = muts.iter().map(|m| m.key().to_vec()).collect();
+        c.prewrite(prewrite(muts.clone(), ts(start))).await.expect("prewrite");
+        if rng.below(8) == 0 {
+            c.rollback(&ks, ts(start)).await.expect("rollback");
+            continue;
+        }
+        c.commit(&ks, ts(start), ts(commit)).await.expect("commit");
+        for m in muts {
+            match m {
+                Mutation::Put(k, v) => model.entry(k).or_default().push((commit, Some(v))),
+                Mutation::Delete(k) => model.entry(k).or_default().push((commit, None)),
+                Mutation::Lock(_) => {}
+            }
+        }
+    }
+    for at in [5, 11, 12, 57, 200, 333, 480, now] {
+        check_reads(&c, &model, keys, at, at.saturating_sub(40)).await;
+    }
+    // GC at 400: reads at or above it are unchanged.
+    let removed = c.store().gc(ts(400)).expect("gc").versions_removed;
+    assert!(removed > 100, "only {removed} versions collected");
+    for at in [400, 401, 480, now] {
+        check_reads(&c, &model, keys, at, 400).await;
+    }
+}
+
+/// An engine that counts the positioning calls of cursors over one column family.
+struct Counting {
+    inner: MemoryEngine,
+    cf: Cf,
+    steps: Arc<AtomicU64>,
+}
+
+struct CountingCursor<'a> {
+    inner: Box<dyn Cursor + 'a>,
+    steps: Option<Arc<AtomicU64>>,
+}
+
+impl Cursor for CountingCursor<'_> {
+    fn seek(&mut self, key: &[u8]) {
+        if let Some(s) = &self.steps {
+            s.fetch_add(1, Ordering::Relaxed);
+        }
+        self.inner.seek(key)
+    }
+    fn next(&mut self) {
+        if let Some(s) = &self.steps {
+            s.fetch_add(1, Ordering::Relaxed);
+        }
+        self.inner.next()
+    }
+    fn valid(&self) -> Result<bool> {
+        self.inner.valid()
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+}
+
+impl Engine for Counting {
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if cf == self.cf {
+            self.steps.fetch_add(1, Ordering::Relaxed);
+        }
+        self.inner.get(cf, key)
+    }
+    fn cursor(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>> {
+        let steps = (cf == self.cf).then(|| self.steps.clone());
+        Ok(Box::new(CountingCursor { inner: self.inner.cursor(cf, lower, upper)?, steps }))
+    }
+    fn versions_cursor(&self, cf: Cf, key: &[u8]) -> Result<Box<dyn Cursor + '_>> {
+        let steps = (cf == self.cf).then(|| self.steps.clone());
+        Ok(Box::new(CountingCursor { inner: self.inner.versions_cursor(cf, key)?, steps }))
+    }
+    fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+        self.inner.write(batch, sync)
+    }
+    fn compact_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<()> {
+        self.inner.compact_range(cf, start, end)
+    }
+    fn size_bytes(&self) -> Result<u64> {
+        self.inner.size_bytes()
+    }
+}
+
+#[tokio::test]
+async fn a_current_read_never_walks_old_versions() {
+    let steps = Arc::new(AtomicU64::new(0));
+    let engine = Arc::new(Counting { inner: MemoryEngine::new(), cf: Cf::Write, steps: steps.clone() });
+    let c = LocalClient::new(Arc::new(MvccStore::open(engine).expect("open")), false);
+    // 20 keys, each updated 50 times; every other key deleted at the end.
+    let mut t = 10;
+    for round in 0..50 {
+        let muts: Vec<Mutation> = (0..20).map(|i| Mutation::Put(key(i), format!("{i}.{round}").into_bytes())).collect();
+        let ks: Vec<Vec<u8>> = muts.iter().map(|m| m.key().to_vec()).collect();
+        c.prewrite(prewrite(muts, ts(t))).await.expect("prewrite");
+        c.commit(&ks, ts(t), ts(t + 1)).await.expect("commit");
+        t += 2;
+    }
+    let dels: Vec<Mutation> = (0..20).step_by(2).map(|i| Mutation::Delete(key(i))).collect();
+    let ks: Vec<Vec<u8>> = dels.iter().map(|m| m.key().to_vec()).collect();
+    c.prewrite(prewrite(dels, ts(t))).await.expect("prewrite");
+    c.commit(&ks, ts(t), ts(t + 1)).await.expect("commit");
+    let now = t + 5;
+
+    steps.store(0, Ordering::Relaxed);
+    let rows = c.scan(b"k", b"l", ts(now), usize::MAX).await.expect("scan");
+    assert_eq!(rows.len(), 10);
+    assert_eq!(rows[0], (key(1), b"1.49".to_vec()));
+    let all: Vec<Vec<u8>> = (0..20).map(key).collect();
+    let got = c.batch_get(&all, ts(now)).await.expect("get");
+    assert_eq!(got.iter().filter(|v| v.is_some()).count(), 10);
+    assert_eq!(steps.load(Ordering::Relaxed), 0, "a current read touched the write CF");
+
+    // A reader older than the last commits goes to the write CF for those keys only.
+    let old = c.scan(b"k", b"l", ts(20), usize::MAX).await.expect("scan");
+    assert_eq!(old.len(), 20);
+    assert_eq!(old[3], (key(3), b"3.4".to_vec()));
+    assert!(steps.load(Ordering::Relaxed) > 0);
+}
+
+#[tokio::test]
+async fn gc_removes_the_latest_record_of_a_collected_deletion() {
+    let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::new());
+    let c = LocalClient::new(Arc::new(MvccStore::open(engine.clone()).expect("open")), false);
+    for (m, start) in [(Mutation::Put(b"a".to_vec(), b"1".to_vec()), 10), (Mutation::Delete(b"a".to_vec()), 20)] {
+        c.prewrite(prewrite(vec![m], ts(start))).await.expect("prewrite");
+        c.commit(&[b"a".to_vec()], ts(start), ts(start + 1)).await.expect("commit");
+    }
+    c.prewrite(prewrite(vec![Mutation::Put(b"b".to_vec(), b"2".to_vec())], ts(30))).await.expect("prewrite");
+    c.commit(&[b"b".to_vec()], ts(30), ts(31)).await.expect("commit");
+    let latest = |k: &[u8]| engine.get(Cf::Latest, &encode_user_key(k)).expect("get");
+    assert!(latest(b"a").is_some());
+    // Below the deletion nothing goes; past it, the deleted key is gone from both CFs.
+    c.store().gc(ts(15)).expect("gc");
+    assert!(latest(b"a").is_some());
+    c.store().gc(ts(40)).expect("gc");
+    assert_eq!(latest(b"a"), None);
+    assert!(latest(b"b").is_some(), "a live key keeps its record");
+    let rows = c.scan(b"", b"z", ts(50), 10).await.expect("scan");
+    assert_eq!(rows, vec![(b"b".to_vec(), b"2".to_vec())]);
+    // Written again after GC, it is back.
+    c.prewrite(prewrite(vec![Mutation::Put(b"a".to_vec(), b"3".to_vec())], ts(60))).await.expect("prewrite");
+    c.commit(&[b"a".to_vec()], ts(60), ts(61)).await.expect("commit");
+    assert_eq!(c.batch_get(&[b"a".to_vec()], ts(70)).await.expect("get"), vec![Some(b"3".to_vec())]);
+}
+
+#[tokio::test]
+async fn a_store_from_before_the_latest_cf_gets_it_built_at_open() {
+    let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::new());
+    // As an older version left it: "a" put at 11 and at 21 (long value), "b" put at 11 and
+    // deleted at 21, "c" put at 11 then a lock-only record at 31.
+    let mut b = WriteBatch::default();
+    let rec = |kind, start: u64, v: Option<&[u8]>| {
+        Write { kind, start_ts: ts(start), short_value: v.map(<[u8]>::to_vec) }.encode()
+    };
+    let (a, bk, ck) = (encode_user_key(b"a"), encode_user_key(b"b"), encode_user_key(b"c"));
+    b.put(Cf::Write, versioned(&a, ts(11)), rec(Kind::Put, 10, Some(b"a1")));
+    b.put(Cf::Write, versioned(&a, ts(21)), rec(Kind::Put, 20, None));
+    b.put(Cf::Data, versioned(&a, ts(20)), vec![b'L'; 400]);
+    b.put(Cf::Write, versioned(&bk, ts(11)), rec(Kind::Put, 10, Some(b"b1")));
+    b.put(Cf::Write, versioned(&bk, ts(21)), rec(Kind::Delete, 20, None));
+    b.put(Cf::Write, versioned(&ck, ts(11)), rec(Kind::Put, 10, Some(b"c1")));
+    b.put(Cf::Write, versioned(&ck, ts(31)), rec(Kind::Lock, 30, None));
+    engine.write(b, true).expect("write");
+
+    let c = LocalClient::new(Arc::new(MvccStore::open(engine.clone()).expect("open")), false);
+    let rows = c.scan(b"", b"z", ts(40), 10).await.expect("scan");
+    assert_eq!(rows, vec![(b"a".to_vec(), vec![b'L'; 400]), (b"c".to_vec(), b"c1".to_vec())]);
+    let old = c.scan(b"", b"z", ts(15), 10).await.expect("scan");
+    assert_eq!(old.len(), 3);
+    let keys: Vec<Vec<u8>> = [b"a", b"b", b"c"].iter().map(|k| k.to_vec()).collect();
+    assert_eq!(c.batch_get(&keys, ts(40)).await.expect("get"), vec![Some(vec![b'L'; 400]), None, Some(b"c1".to_vec())]);
+    drop(c);
+
+    // A layout this version does not know is refused, not misread.
+    let mut b = WriteBatch::default();
+    b.put(Cf::Raw, b"mvcc.format".to_vec(), b"latest-v9".to_vec());
+    engine.write(b, true).expect("write");
+    let err = MvccStore::open(engine).err().expect("unknown layout refused");
+    assert!(err.to_string().contains("unknown MVCC layout"), "{err}");
+}
