@@ -3,7 +3,9 @@
 //! Write commands run on tokio's blocking pool: they may wait on key latches or on a WAL
 //! fsync, and several commits syncing at once share one fsync (RocksDB write groups). Only
 //! `commit` (and lock resolution) writes data to the engine and syncs; locks are held in
-//! memory (`lock_table`). Reads run inline.
+//! memory (`lock_table`). Reads run inline, and so do pessimistic locks and prewrites of a
+//! few keys whose latches are free (they write nothing to disk, so nothing they do waits):
+//! a hand-off to the pool and back costs more than the command.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +27,10 @@ pub struct LocalClient {
     /// Whether commits wait for the WAL fsync (true in production).
     sync: bool,
 }
+
+/// Commands over at most this many keys may run inline (see the module docs); larger ones
+/// would hold a runtime thread too long.
+const INLINE_KEYS: usize = 64;
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f).await.map_err(|e| Error::internal(format!("storage task failed: {e}")))?
@@ -87,8 +93,16 @@ impl Client for LocalClient {
             if let Some(f) = notified.as_mut() {
                 f.as_mut().enable();
             }
-            let (store, r) = (self.store.clone(), req.clone());
-            let b = match blocking(move || store.pessimistic_lock(&r, false)).await? {
+            let inline =
+                if req.keys.len() <= INLINE_KEYS { self.store.try_pessimistic_lock(&req, false) } else { None };
+            let outcome = match inline {
+                Some(outcome) => outcome?,
+                None => {
+                    let (store, r) = (self.store.clone(), req.clone());
+                    blocking(move || store.pessimistic_lock(&r, false)).await?
+                }
+            };
+            let b = match outcome {
                 Ok(values) => return Ok(values),
                 Err(blocked) => blocked,
             };
@@ -114,6 +128,11 @@ impl Client for LocalClient {
     }
 
     async fn prewrite(&self, req: Arc<PrewriteRequest>) -> Result<()> {
+        if req.mutations.len() <= INLINE_KEYS {
+            if let Some(done) = self.store.try_prewrite(&req, false) {
+                return done;
+            }
+        }
         let store = self.store.clone();
         blocking(move || store.prewrite(&req, false)).await
     }

@@ -423,6 +423,26 @@ impl MvccStore {
         sync: bool,
     ) -> Result<std::result::Result<Vec<Option<Vec<u8>>>, Blocked>> {
         let _g = self.latches.acquire(req.keys.iter());
+        self.pessimistic_lock_latched(req, sync)
+    }
+
+    /// `pessimistic_lock` if its latches are free now; None (nothing done) if one is held.
+    #[allow(clippy::type_complexity)]
+    pub fn try_pessimistic_lock(
+        &self,
+        req: &PessimisticLockRequest,
+        sync: bool,
+    ) -> Option<Result<std::result::Result<Vec<Option<Vec<u8>>>, Blocked>>> {
+        let _g = self.latches.try_acquire(req.keys.iter())?;
+        Some(self.pessimistic_lock_latched(req, sync))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn pessimistic_lock_latched(
+        &self,
+        req: &PessimisticLockRequest,
+        sync: bool,
+    ) -> Result<std::result::Result<Vec<Option<Vec<u8>>>, Blocked>> {
         let mut changes = Changes::default();
         let primary: Arc<[u8]> = req.primary.as_slice().into();
         let bounds = Self::bounds(req.keys.iter().map(|k| k.as_slice()));
@@ -476,6 +496,16 @@ impl MvccStore {
     /// Prewrite: checks conflicts on every key, then stages all values under locks.
     pub fn prewrite(&self, req: &PrewriteRequest, sync: bool) -> Result<()> {
         let _g = self.latches.acquire(req.mutations.iter().map(|m| m.key()));
+        self.prewrite_latched(req, sync)
+    }
+
+    /// `prewrite` if its latches are free now; None (nothing done) if one is held.
+    pub fn try_prewrite(&self, req: &PrewriteRequest, sync: bool) -> Option<Result<()>> {
+        let _g = self.latches.try_acquire(req.mutations.iter().map(|m| m.key()))?;
+        Some(self.prewrite_latched(req, sync))
+    }
+
+    fn prewrite_latched(&self, req: &PrewriteRequest, sync: bool) -> Result<()> {
         let mut changes = Changes::default();
         let primary: Arc<[u8]> = req.primary.as_slice().into();
         let bounds = Self::bounds(req.mutations.iter().map(|m| m.key()));
