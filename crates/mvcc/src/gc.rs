@@ -16,9 +16,7 @@ use strata_common::{Result, Timestamp};
 use strata_storage::engine::BatchOp;
 use strata_storage::{Cf, WriteBatch};
 
-use crate::records::{
-    decode_user_key, encode_user_key, split_latest, split_versioned, versioned, Kind, Write, WriteRef,
-};
+use crate::records::{decode_user_key, encode_user_key, split_latest, split_versioned, versioned, Kind, WriteRef};
 use crate::store::MvccStore;
 
 /// What one GC pass removed.
@@ -153,20 +151,18 @@ impl MvccStore {
                 kept_base = false;
                 seen_data = false;
             }
-            if !seen_data {
-                let kind = WriteRef::decode(c.value())?.kind;
-                if matches!(kind, Kind::Put | Kind::Delete) {
-                    seen_data = true;
-                    if kind == Kind::Delete && commit_ts <= safe_point {
-                        deleted.push((enc.to_vec(), commit_ts));
-                        if deleted.len() >= 1024 {
-                            self.forget_deleted(&std::mem::take(&mut deleted))?;
-                        }
+            // One parse per record, without copying its value.
+            let w = WriteRef::decode(c.value())?;
+            if !seen_data && matches!(w.kind, Kind::Put | Kind::Delete) {
+                seen_data = true;
+                if w.kind == Kind::Delete && commit_ts <= safe_point {
+                    deleted.push((enc.to_vec(), commit_ts));
+                    if deleted.len() >= 1024 {
+                        self.forget_deleted(&std::mem::take(&mut deleted))?;
                     }
                 }
             }
             if commit_ts <= safe_point {
-                let w = Write::decode(c.value())?;
                 let remove = match w.kind {
                     Kind::Rollback | Kind::Lock | Kind::Pessimistic => true,
                     Kind::Put if !kept_base => {

@@ -110,13 +110,19 @@ impl<'a> Reader<'a> {
         b.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(b))
     }
-    fn bytes(&mut self) -> Result<Vec<u8>> {
+    fn slice(&mut self) -> Result<&'a [u8]> {
         let mut b = [0u8; 4];
         b.copy_from_slice(self.take(4)?);
-        Ok(self.take(u32::from_le_bytes(b) as usize)?.to_vec())
+        self.take(u32::from_le_bytes(b) as usize)
+    }
+    fn bytes(&mut self) -> Result<Vec<u8>> {
+        Ok(self.slice()?.to_vec())
+    }
+    fn opt_slice(&mut self) -> Result<Option<&'a [u8]>> {
+        Ok(if self.u8()? == 1 { Some(self.slice()?) } else { None })
     }
     fn opt_bytes(&mut self) -> Result<Option<Vec<u8>>> {
-        Ok(if self.u8()? == 1 { Some(self.bytes()?) } else { None })
+        Ok(self.opt_slice()?.map(<[u8]>::to_vec))
     }
 }
 
@@ -174,8 +180,7 @@ impl Write {
 
     /// Parses a record.
     pub fn decode(b: &[u8]) -> Result<Write> {
-        let mut r = Reader(b);
-        Ok(Write { kind: Kind::from_byte(r.u8()?)?, start_ts: Timestamp(r.u64()?), short_value: r.opt_bytes()? })
+        Ok(WriteRef::decode(b)?.to_owned())
     }
 }
 
@@ -194,16 +199,7 @@ impl<'a> WriteRef<'a> {
     /// Parses a record without copying its value.
     pub fn decode(b: &'a [u8]) -> Result<WriteRef<'a>> {
         let mut r = Reader(b);
-        let kind = Kind::from_byte(r.u8()?)?;
-        let start_ts = Timestamp(r.u64()?);
-        let short_value = if r.u8()? == 1 {
-            let mut n = [0u8; 4];
-            n.copy_from_slice(r.take(4)?);
-            Some(r.take(u32::from_le_bytes(n) as usize)?)
-        } else {
-            None
-        };
-        Ok(WriteRef { kind, start_ts, short_value })
+        Ok(WriteRef { kind: Kind::from_byte(r.u8()?)?, start_ts: Timestamp(r.u64()?), short_value: r.opt_slice()? })
     }
 
     /// An owned copy.
