@@ -3,6 +3,7 @@
 
 pub mod cancel;
 pub mod error;
+pub mod histogram;
 pub mod ids;
 pub mod time;
 pub mod value;

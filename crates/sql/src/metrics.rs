@@ -1,6 +1,7 @@
 //! Server metrics in Prometheus's text format (`GET /metrics` on the status port): statements
 //! by command and by kind, statement time by phase (parse, compile, execute) as
-//! histograms, prepared plan cache hits and misses, and connections. Counters are atomics
+//! histograms, prepared plan cache hits and misses, connections, and the transaction layer's
+//! waits (`strata_txn::metrics`: timestamps, pessimistic locks, commits). Counters are atomics
 //! updated on the statement path; rendering reads them without stopping anyone.
 //!
 //! Compile time is the planning of queries (binding, rules, physical planning, or a plan
@@ -10,46 +11,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Upper bounds of the duration histograms' buckets, in seconds.
-const BOUNDS: [f64; 16] =
-    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
-
-/// A duration histogram with fixed buckets.
-#[derive(Default, Debug)]
-pub struct Histogram {
-    /// Observations per bucket (not cumulative); the last one is +Inf.
-    buckets: [AtomicU64; BOUNDS.len() + 1],
-    sum_nanos: AtomicU64,
-    count: AtomicU64,
-}
-
-impl Histogram {
-    /// Records one observation.
-    pub fn observe(&self, d: Duration) {
-        let secs = d.as_secs_f64();
-        let i = BOUNDS.iter().position(|b| secs <= *b).unwrap_or(BOUNDS.len());
-        self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        self.sum_nanos.fetch_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// How many observations were recorded.
-    pub fn count(&self) -> u64 {
-        self.count.load(Ordering::Relaxed)
-    }
-
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let mut cumulative = 0;
-        for (i, b) in self.buckets.iter().enumerate() {
-            cumulative += b.load(Ordering::Relaxed);
-            let le = BOUNDS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
-            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
-        }
-        let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
-        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count());
-    }
-}
+pub use strata_common::histogram::Histogram;
 
 /// What a client asked for (the protocol command).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,6 +106,7 @@ impl Metrics {
             "strata_plan_cache_total{{result=\"miss\"}} {}",
             self.plan_cache_misses.load(Ordering::Relaxed)
         );
+        strata_txn::metrics::METRICS.render(&mut out);
         out
     }
 }

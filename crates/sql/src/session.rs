@@ -64,6 +64,10 @@ pub struct Engine {
     column_engine: std::sync::OnceLock<Arc<dyn crate::column::ColumnEngine>>,
     /// Prometheus metrics (`crate::metrics`).
     pub metrics: crate::metrics::Metrics,
+    /// information_schema.statements_summary (`crate::stmt_summary`).
+    pub stmt_summary: crate::stmt_summary::StmtSummary,
+    /// The slow query log (`crate::slow_log`).
+    pub slow_log: crate::slow_log::SlowLog,
 }
 
 /// How often GC of old versions runs.
@@ -99,6 +103,8 @@ impl Engine {
             gc_life_ms: std::sync::atomic::AtomicU64::new(DEFAULT_GC_LIFE.as_millis() as u64),
             column_engine: std::sync::OnceLock::new(),
             metrics: Default::default(),
+            stmt_summary: Default::default(),
+            slow_log: Default::default(),
         }))
     }
 
@@ -206,7 +212,9 @@ impl Engine {
     /// Sets the global value of a system variable (what new sessions start with, and what
     /// every session reads for a global-only one): the command line's settings, SET GLOBAL.
     pub fn set_global_default(&self, name: &str, value: Value) {
-        Arc::make_mut(&mut *self.globals.lock()).insert(name.to_ascii_lowercase(), value);
+        let name = name.to_ascii_lowercase();
+        self.stmt_summary.set(&name, &value);
+        Arc::make_mut(&mut *self.globals.lock()).insert(name, value);
     }
 
     /// The global values of the system variables now.
@@ -246,6 +254,8 @@ impl Engine {
             plan_cache: Arc::default(),
             plan_slot: None,
             compile_nanos: Arc::default(),
+            timing: StatementTiming::default(),
+            slow_queries: 0,
         }
     }
 
@@ -361,6 +371,11 @@ impl crate::binder::LiveTables for Live {
                 }
                 Some(rows)
             }
+            "statements_summary" | "statements_summary_history" => {
+                use crate::stmt_summary::Visibility;
+                let who = if global & privs::PROCESS != 0 { Visibility::All } else { Visibility::User(&self.user) };
+                Some(self.engine.stmt_summary.rows(table == "statements_summary_history", who))
+            }
             "optimizer_trace" => Some(
                 self.last_trace
                     .lock()
@@ -414,6 +429,8 @@ pub struct Prepared {
     pub params: usize,
     /// Result columns, when known at prepare time.
     pub columns: Vec<Column>,
+    /// The statement summary's digest of `sql`, computed at the first execution.
+    pub digest: Option<Arc<crate::stmt_summary::Digest>>,
 }
 
 /// One client connection's state.
@@ -461,6 +478,27 @@ pub struct Session {
     plan_slot: Option<crate::binder::PlanCacheSlot>,
     /// Nanoseconds the running statement spent planning (the compile phase).
     compile_nanos: Arc<std::sync::atomic::AtomicU64>,
+    /// What the statement summary and the slow log learn of the running statement.
+    timing: StatementTiming,
+    /// This session's statements slower than long_query_time (SHOW SESSION STATUS).
+    slow_queries: u64,
+}
+
+/// What a statement's summary row and slow log entry need beyond its result, gathered as
+/// it runs (see [`Session::summarize`]).
+#[derive(Debug, Default)]
+struct StatementTiming {
+    /// When the client's command arrived.
+    started: Option<std::time::Instant>,
+    /// Parsing.
+    parse: std::time::Duration,
+    /// Time in pessimistic lock requests.
+    lock: std::time::Duration,
+    /// Rows the session had read before the statement.
+    reads_before: u64,
+    /// Whether the statement has been summarized (an enclosing text does not summarize
+    /// again: a text of several statements summarizes each, EXECUTE its prepared one).
+    done: bool,
 }
 
 /// A use of a database or table by a statement: (privilege it needs, the privilege's name,
@@ -472,6 +510,27 @@ fn parse(sql: &str, dialect: &StrataDialect) -> Result<Vec<ast::Statement>> {
     let mut stmts = parse_unchecked(sql, dialect)?;
     crate::depth::check_statements(&mut stmts)?;
     Ok(stmts)
+}
+
+/// The tables `sql` names, as `db.table` (the current database `db` where it names none),
+/// for the statement summary's TABLE_NAMES; empty when the text does not parse.
+fn table_names(sql: &str, dialect: &StrataDialect, db: Option<&str>) -> String {
+    let Ok(stmts) = parse(sql, dialect) else { return String::new() };
+    let mut names: Vec<String> = Vec::new();
+    let _ = ast::visit_relations(&stmts, |n: &ast::ObjectName| {
+        let parts: Vec<String> =
+            n.0.iter().filter_map(|p| p.as_ident()).map(|i| i.value.to_ascii_lowercase()).collect();
+        let name = match (parts.as_slice(), db) {
+            ([t], Some(db)) => format!("{}.{t}", db.to_ascii_lowercase()),
+            _ => parts.join("."),
+        };
+        if !names.contains(&name) {
+            names.push(name);
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    names.sort();
+    names.join(",")
 }
 
 fn parse_unchecked(sql: &str, dialect: &StrataDialect) -> Result<Vec<ast::Statement>> {
@@ -1028,8 +1087,24 @@ impl Session {
     }
 
     /// Runs a text's statements; the result of a lone query streams to `client` if
-    /// `stream` (not in a text of several: each result is sent after all have run).
+    /// `stream` (not in a text of several: each result is sent after all have run). Each
+    /// statement of the text goes into the statement summary (and, if slow, the slow log).
     async fn execute_text_inner(
+        &mut self,
+        sql: &str,
+        allow_multi: bool,
+        client: &mut dyn ClientPort,
+        stream: bool,
+    ) -> Vec<Result<QueryResult>> {
+        self.start_timing();
+        let r = self.execute_text_body(sql, allow_multi, client, stream).await;
+        if !self.timing.done {
+            self.summarize(sql, None, &r);
+        }
+        r
+    }
+
+    async fn execute_text_body(
         &mut self,
         sql: &str,
         allow_multi: bool,
@@ -1070,7 +1145,8 @@ impl Session {
             Ok(s) => s,
             Err(e) => return vec![Err(e)],
         };
-        self.engine.metrics.phase(crate::metrics::Phase::Parse, parsing.elapsed());
+        self.timing.parse = parsing.elapsed();
+        self.engine.metrics.phase(crate::metrics::Phase::Parse, self.timing.parse);
         if stmts.is_empty() {
             return vec![Err(Error::user(Code::Parse, "Query was empty"))];
         }
@@ -1151,7 +1227,8 @@ impl Session {
         std::mem::forget(counted); // kept: the statement now counts until closed
         let id = self.next_stmt;
         self.next_stmt += 1;
-        self.prepared.insert(id, Prepared { sql: Arc::from(sql), stmt, params, columns: columns.clone() });
+        self.prepared
+            .insert(id, Prepared { sql: Arc::from(sql), stmt, params, columns: columns.clone(), digest: None });
         Ok((id, params, columns))
     }
 
@@ -1173,13 +1250,24 @@ impl Session {
         params: &[Value],
         sink: Option<&mut dyn ResultSink>,
     ) -> Result<QueryResult> {
-        let (stmt, sql) = match self.prepared.get(&id) {
+        self.start_timing();
+        let summary = self.engine.stmt_summary.enabled();
+        let (stmt, sql, digest) = match self.prepared.get_mut(&id) {
             Some(p) => {
                 if p.params != params.len() {
                     return Err(Error::user(Code::WrongArguments, "Incorrect arguments to mysqld_stmt_execute"));
                 }
                 self.process.set_statement(Some(p.sql.clone()));
-                (p.stmt.clone(), p.sql.clone())
+                let digest = match (&p.digest, summary) {
+                    (Some(d), _) => Some(d.clone()),
+                    (None, true) => {
+                        let d = Arc::new(crate::stmt_summary::digest(&p.sql));
+                        p.digest = Some(d.clone());
+                        Some(d)
+                    }
+                    (None, false) => None,
+                };
+                (p.stmt.clone(), p.sql.clone(), digest)
             }
             None => {
                 return Err(Error::user(
@@ -1192,9 +1280,121 @@ impl Session {
         self.plan_slot =
             if matches!(stmt, ast::Statement::Query(_)) { self.plan_cache_slot(&sql, params) } else { None };
         let r = self.run_with(&stmt, params, sink).await;
+        let r = [r];
+        self.summarize(&sql, digest.as_deref(), &r);
+        let [r] = r;
         self.plan_slot = None;
         self.process.set_statement(None);
         r
+    }
+
+    /// Starts timing a statement for its summary (the start of a client command, or of one
+    /// statement of a text of several).
+    fn start_timing(&mut self) {
+        let reads = &self.reads;
+        self.timing = StatementTiming {
+            started: Some(std::time::Instant::now()),
+            reads_before: reads.get(context::Read::Key)
+                + reads.get(context::Read::Next)
+                + reads.get(context::Read::RndNext),
+            ..Default::default()
+        };
+    }
+
+    /// Adds the statement that just ran (`sql`, with `digest` if known, its results `r`)
+    /// to the statement summary and, when it took longer than `long_query_time`, counts it
+    /// in Slow_queries and writes it to the slow log if `slow_query_log` is on.
+    fn summarize(&mut self, sql: &str, digest: Option<&crate::stmt_summary::Digest>, r: &[Result<QueryResult>]) {
+        self.timing.done = true;
+        let Some(started) = self.timing.started else { return };
+        let latency = started.elapsed();
+        let long_query_time = match self.vars.get("long_query_time") {
+            Some(Value::Double(d)) => *d,
+            Some(v) => v.as_i64().unwrap_or(10) as f64,
+            None => 10.0,
+        };
+        let slow = latency.as_secs_f64() > long_query_time;
+        let summary = &self.engine.stmt_summary;
+        if !slow && !summary.enabled() {
+            return;
+        }
+        let (mut result_rows, mut affected_rows, mut warnings) = (0, 0, self.warnings.len() as u64);
+        for r in r.iter().flatten() {
+            match r {
+                QueryResult::Rows { rows, .. } => result_rows += rows.len() as u64,
+                QueryResult::Streamed { rows } => result_rows += rows,
+                QueryResult::Ok { affected, warnings: w, .. } => {
+                    affected_rows += affected;
+                    warnings += w.len() as u64;
+                }
+            }
+        }
+        let reads = &self.reads;
+        let examined =
+            (reads.get(context::Read::Key) + reads.get(context::Read::Next) + reads.get(context::Read::RndNext))
+                .saturating_sub(self.timing.reads_before);
+        let compile = std::time::Duration::from_nanos(self.compile_nanos.load(Ordering::Relaxed));
+        let from_cache = self.plan_slot.as_ref().is_some_and(|s| s.hit.load(Ordering::Relaxed));
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        if summary.enabled() {
+            let computed;
+            let digest = match digest {
+                Some(d) => d,
+                None => {
+                    computed = crate::stmt_summary::digest(sql);
+                    &computed
+                }
+            };
+            let tables = || table_names(sql, &self.dialect(), self.db.as_deref());
+            summary.record(&crate::stmt_summary::Execution {
+                schema: self.db.as_deref(),
+                user: &self.user,
+                text: sql,
+                digest,
+                tables: &tables,
+                latency,
+                parse: self.timing.parse,
+                compile,
+                lock: self.timing.lock,
+                plan_from_cache: from_cache,
+                failed: r.iter().any(|r| r.is_err()),
+                warnings,
+                affected_rows,
+                result_rows,
+                examined_rows: examined,
+                now_us,
+            });
+        }
+        if slow {
+            self.slow_queries += 1;
+            self.engine.slow_log.count();
+            let globals = self.engine.globals();
+            let on = globals.get("slow_query_log").and_then(|v| v.as_i64()).unwrap_or(0) != 0;
+            let path = globals.get("slow_query_log_file").map(value_text).unwrap_or_default();
+            if on && !path.is_empty() {
+                let entry = crate::slow_log::SlowEntry {
+                    now_us,
+                    user: &self.user,
+                    host: &self.client_host,
+                    conn_id: self.conn_id,
+                    query_time: latency,
+                    lock_time: self.timing.lock,
+                    parse_time: self.timing.parse,
+                    compile_time: compile,
+                    plan_from_cache: from_cache,
+                    rows_sent: result_rows,
+                    rows_examined: examined,
+                    db: self.db.as_deref(),
+                    sql,
+                };
+                if let Err(e) = self.engine.slow_log.write(&path, &entry) {
+                    tracing::warn!("cannot write the slow query log {path}: {e}");
+                }
+            }
+        }
     }
 
     /// COM_RESET_CONNECTION: as a fresh login of the same account — the transaction rolls
@@ -2132,7 +2332,10 @@ impl Session {
                 let tls = if *global { None } else { self.tls.as_ref() };
                 let pending = self.engine.catalog.pending_deletes().await?.len();
                 let store_bytes = self.engine.client.store_size().await?;
-                let column = self.engine.column_engine.get().map(|c| c.status()).unwrap_or_default();
+                let mut column = self.engine.column_engine.get().map(|c| c.status()).unwrap_or_default();
+                let slow =
+                    if *global { self.engine.slow_log.slow_queries.load(Ordering::Relaxed) } else { self.slow_queries };
+                column.push(("Slow_queries", slow));
                 crate::show::show_status(reads, threads, tls, pending, store_bytes, &column, filter.as_ref())
                     .and_then(|r| self.show_where(r, crate::show::where_of(filter.as_ref())))
             }
@@ -2172,6 +2375,13 @@ impl Session {
                 None => crate::show::describe(&self.engine.catalog, &self.db, table_name),
             },
             S::Explain { statement, .. } => self.explain(statement),
+            S::Flush { object_type: ast::FlushType::SlowLogs | ast::FlushType::Logs, .. } => {
+                if !self.allowed_global(crate::users::privs::SUPER) {
+                    return Err(crate::users::specific_denied("SUPER or RELOAD"));
+                }
+                self.engine.slow_log.reopen();
+                Ok(QueryResult::ok(0))
+            }
             S::Flush { .. } => Ok(QueryResult::ok(0)),
             S::Kill { modifier, id } => self.kill(*modifier, *id),
             other => Err(Error::unsupported(truncate_sql(&other.to_string()).to_string())),
@@ -2298,6 +2508,7 @@ impl Session {
         };
         let info = self.info();
         let single = !self.explicit && self.autocommit();
+        let locked_before = txn.lock_time();
         if let Err(e) = txn.start_statement().await {
             self.txn = Some(txn);
             return Err(e);
@@ -2359,6 +2570,7 @@ impl Session {
             }
         };
         txn.end_statement(r.is_ok());
+        self.timing.lock += txn.lock_time().saturating_sub(locked_before);
         if single {
             let outcome = match r {
                 Ok(v) => self.engine.commit_txn(txn, self.schema_version).await.map(|_| v),
@@ -2582,6 +2794,56 @@ impl Session {
                     )
                 })?;
                 Arc::make_mut(&mut self.vars).insert(var, Value::Int(n));
+            }
+            "slow_query_log" | "tidb_enable_stmt_summary" => {
+                let on = switch(&var, &text)?;
+                Arc::make_mut(&mut self.vars).insert(var, Value::Int(i64::from(on)));
+            }
+            "slow_query_log_file" => {
+                if v.is_null() || text.trim().is_empty() {
+                    return Err(Error::user(
+                        Code::WrongValueForVar,
+                        format!("Variable '{var}' can't be set to the value of '{text}'"),
+                    ));
+                }
+                Arc::make_mut(&mut self.vars).insert(var, Value::str(text));
+            }
+            "long_query_time" => {
+                let secs = match &v {
+                    Value::Bytes(_) | Value::Null => None,
+                    other => other.as_f64(),
+                }
+                .ok_or_else(|| {
+                    Error::user(Code::WrongTypeForVar, "Incorrect argument type to variable 'long_query_time'")
+                })?;
+                // Out of range is cut to the range with a warning, as MySQL does.
+                let clamped = secs.clamp(0.0, 31_536_000.0);
+                if clamped != secs {
+                    self.warn(
+                        Code::TruncatedWrongValue,
+                        format!("Truncated incorrect long_query_time value: '{text}'"),
+                    );
+                }
+                Arc::make_mut(&mut self.vars).insert(var, Value::Double(clamped));
+            }
+            "tidb_stmt_summary_refresh_interval"
+            | "tidb_stmt_summary_history_size"
+            | "tidb_stmt_summary_max_stmt_count"
+            | "tidb_stmt_summary_max_sql_length" => {
+                let n = v.as_i64().filter(|_| !matches!(v, Value::Bytes(_) | Value::Null)).ok_or_else(|| {
+                    Error::user(Code::WrongTypeForVar, format!("Incorrect argument type to variable '{var}'"))
+                })?;
+                let (lo, hi) = match var.as_str() {
+                    "tidb_stmt_summary_refresh_interval" => (1, i64::from(i32::MAX)),
+                    "tidb_stmt_summary_history_size" => (0, 255),
+                    "tidb_stmt_summary_max_stmt_count" => (1, 32_767),
+                    _ => (0, i64::from(i32::MAX)),
+                };
+                let clamped = n.clamp(lo, hi);
+                if clamped != n {
+                    self.warn(Code::TruncatedWrongValue, format!("Truncated incorrect {var} value: '{text}'"));
+                }
+                Arc::make_mut(&mut self.vars).insert(var, Value::Int(clamped));
             }
             "optimizer_trace_max_mem_size" => {
                 let n = v.as_i64().ok_or_else(|| {

@@ -757,6 +757,8 @@ pub fn information_schema(cat: &Catalog, table: &str) -> Result<(Vec<OutputColum
         ),
         "user_privileges" => empty(&["GRANTEE", "TABLE_CATALOG", "PRIVILEGE_TYPE", "IS_GRANTABLE"]),
         "processlist" => empty(&["ID", "USER", "HOST", "DB", "COMMAND", "TIME", "STATE", "INFO"]),
+        // Filled by the session from `crate::stmt_summary`.
+        "statements_summary" | "statements_summary_history" => empty(&crate::stmt_summary::COLUMNS),
         // The session's last optimizer trace (`crate::optimizer_trace`), filled by the session.
         "optimizer_trace" => empty(&["QUERY", "TRACE", "MISSING_BYTES_BEYOND_MAX_MEM_SIZE", "INSUFFICIENT_PRIVILEGES"]),
         // Filled by the session (`binder::LiveTables`): AVAILABLE and PROGRESS come from the

@@ -173,6 +173,8 @@ async fn server(args: ServerArgs) -> Result<()> {
     if let Some(dir) = &args.secure_file_priv {
         sql.set_global_default("secure_file_priv", strata_common::Value::str(dir.clone()));
     }
+    let slow_log = args.data_dir.join("strata-slow.log");
+    sql.set_global_default("slow_query_log_file", strata_common::Value::str(slow_log.to_string_lossy().into_owned()));
     sql.set_global_default("tidb_server_memory_limit", strata_common::Value::UInt(memory_limit as u64));
     sql.set_global_default("have_ssl", strata_common::Value::str(if tls.is_some() { "YES" } else { "DISABLED" }));
     sql.set_global_default("have_openssl", strata_common::Value::str(if tls.is_some() { "YES" } else { "DISABLED" }));

@@ -79,6 +79,8 @@ pub struct Transaction {
     lock_ttl_ms: u64,
     /// Renews the primary lock's TTL while the transaction lives; stops when dropped.
     heartbeat: Option<Heartbeat>,
+    /// Time spent in pessimistic lock requests so far (waits for others' locks included).
+    lock_time: Duration,
 }
 
 /// The keys a prewrite request writes.
@@ -119,7 +121,7 @@ impl Transaction {
 
     /// Begins a transaction at a fresh timestamp.
     pub async fn begin(client: Arc<dyn Client>, oracle: Arc<dyn Oracle>, opts: TxnOptions) -> Result<Transaction> {
-        let start_ts = oracle.get_ts().await?;
+        let start_ts = crate::metrics::timestamp(oracle.as_ref()).await?;
         Ok(Transaction {
             client,
             oracle,
@@ -134,6 +136,7 @@ impl Transaction {
             began: Instant::now(),
             lock_ttl_ms: PESSIMISTIC_TTL_MS,
             heartbeat: None,
+            lock_time: Duration::ZERO,
         })
     }
 
@@ -170,6 +173,12 @@ impl Transaction {
             }
         });
         self.heartbeat = Some(Heartbeat(task.abort_handle()));
+    }
+
+    /// Time this transaction has spent in pessimistic lock requests, waits for other
+    /// transactions' locks included (the slow log's Lock_time).
+    pub fn lock_time(&self) -> Duration {
+        self.lock_time
     }
 
     /// The start timestamp (the transaction's identity).
@@ -258,7 +267,7 @@ impl Transaction {
         self.stmt.clear();
         self.current_ts = None;
         if self.opts.isolation == Isolation::ReadCommitted {
-            self.read_ts = self.oracle.get_ts().await?;
+            self.read_ts = crate::metrics::timestamp(self.oracle.as_ref()).await?;
         }
         Ok(())
     }
@@ -343,7 +352,7 @@ impl Transaction {
         let ts = match self.current_ts {
             Some(ts) => ts,
             None => {
-                let ts = self.oracle.get_ts().await?;
+                let ts = crate::metrics::timestamp(self.oracle.as_ref()).await?;
                 self.current_ts = Some(ts);
                 ts
             }
@@ -401,7 +410,7 @@ impl Transaction {
         if !to_lock.is_empty() {
             let primary = self.primary.get_or_insert_with(|| to_lock[0].clone()).clone();
             loop {
-                let for_update_ts = self.oracle.get_ts().await?;
+                let for_update_ts = crate::metrics::timestamp(self.oracle.as_ref()).await?;
                 let req = PessimisticLockRequest {
                     keys: to_lock.clone(),
                     primary: primary.clone(),
@@ -410,7 +419,12 @@ impl Transaction {
                     ttl_ms: self.ttl(self.lock_ttl_ms),
                     wait_timeout_ms: Some(self.opts.lock_wait_timeout_ms),
                 };
-                match self.client.pessimistic_lock(req).await {
+                let requested = Instant::now();
+                let locked = self.client.pessimistic_lock(req).await;
+                let took = requested.elapsed();
+                crate::metrics::lock_request(took);
+                self.lock_time += took;
+                match locked {
                     Ok(values) => {
                         read_ts = for_update_ts;
                         read.extend(to_lock.iter().cloned().zip(values));
@@ -423,7 +437,7 @@ impl Transaction {
             self.locked.extend(to_lock);
             self.start_heartbeat(&primary);
         } else {
-            read_ts = read_ts.max(self.oracle.get_ts().await?);
+            read_ts = read_ts.max(crate::metrics::timestamp(self.oracle.as_ref()).await?);
         }
         // Keys locked earlier (and not written since) are read now, at the same timestamp.
         self.get_overlaid(keys, read_ts, read).await
@@ -440,7 +454,16 @@ impl Transaction {
     }
 
     /// Commits with two-phase commit. Durable when it returns.
-    pub async fn commit(mut self) -> Result<Option<Timestamp>> {
+    pub async fn commit(self) -> Result<Option<Timestamp>> {
+        let started = Instant::now();
+        let r = self.commit_inner().await;
+        if let Ok(Some(_)) = r {
+            crate::metrics::METRICS.commit.observe(started.elapsed());
+        }
+        r
+    }
+
+    async fn commit_inner(mut self) -> Result<Option<Timestamp>> {
         self.end_statement(true);
         // One merge walk over the (sorted) writes and locked keys: each write, whether its key
         // is pessimistically locked, and the locked keys not written (lock-only mutations).
@@ -512,7 +535,7 @@ impl Transaction {
             Ok(req) => req.mutations.into_iter().map(Mutation::into_key).collect(),
             Err(req) => keys_of(&req),
         };
-        let commit_ts = self.oracle.get_ts().await?;
+        let commit_ts = crate::metrics::timestamp(self.oracle.as_ref()).await?;
         if let Err(e) = self.client.commit(&keys, self.start_ts, commit_ts).await {
             let _ = self.client.rollback(&keys, self.start_ts).await;
             return Err(e);

@@ -42,7 +42,7 @@ impl Oracle for CountingOracle {
 type Pending = JoinHandle<(Option<Transaction>, String)>;
 
 enum Slot {
-    Idle(Transaction),
+    Idle(Box<Transaction>),
     Running(Pending),
 }
 
@@ -168,7 +168,7 @@ impl TxnRunner {
     /// Runs `op` on transaction `name`: waits briefly, else leaves it running.
     fn start(&mut self, name: &str, op: Op) -> std::result::Result<String, Box<dyn StdError>> {
         let txn = match self.txns.remove(name) {
-            Some(Slot::Idle(t)) => t,
+            Some(Slot::Idle(t)) => *t,
             Some(Slot::Running(h)) => {
                 self.txns.insert(name.to_string(), Slot::Running(h));
                 return Err(format!("{name} is blocked; await it first").into());
@@ -188,7 +188,7 @@ impl TxnRunner {
 
     fn finish(&mut self, name: &str, (txn, out): (Option<Transaction>, String)) -> String {
         if let Some(t) = txn {
-            self.txns.insert(name.to_string(), Slot::Idle(t));
+            self.txns.insert(name.to_string(), Slot::Idle(Box::new(t)));
         }
         out
     }
@@ -244,7 +244,7 @@ impl goldenscript::Runner for TxnRunner {
                 let (client, oracle) = (self.client.clone(), self.oracle.clone());
                 let t = self.rt.block_on(Transaction::begin(client, oracle, opts))?;
                 let out = format!("start_ts={}", t.start_ts().physical_ms());
-                self.txns.insert(name, Slot::Idle(t));
+                self.txns.insert(name, Slot::Idle(Box::new(t)));
                 Ok(out)
             }
             "await" => match self.txns.remove(&name) {

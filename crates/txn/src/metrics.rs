@@ -1,0 +1,62 @@
+//! What transactions wait for, as Prometheus histograms: timestamps from the oracle, the
+//! pessimistic lock requests (their long tail is time spent waiting for other
+//! transactions' locks), and two-phase commits from the first prewrite to the durable
+//! commit. One process-wide set ([`METRICS`]), as Prometheus client libraries keep one
+//! default registry: every engine in the process records into it.
+
+use std::time::{Duration, Instant};
+
+use strata_common::histogram::Histogram;
+use strata_common::{Result, Timestamp};
+use strata_kv::Oracle;
+
+/// The transaction layer's histograms.
+#[derive(Debug)]
+pub struct TxnMetrics {
+    /// Waits for a timestamp from the oracle (start, read, for-update and commit ts).
+    pub tso_wait: Histogram,
+    /// Pessimistic lock requests, including any wait for a conflicting lock.
+    pub pessimistic_lock: Histogram,
+    /// Two-phase commits that wrote something: prewrite, commit timestamp, commit.
+    pub commit: Histogram,
+}
+
+/// The process's transaction metrics.
+pub static METRICS: TxnMetrics =
+    TxnMetrics { tso_wait: Histogram::new(), pessimistic_lock: Histogram::new(), commit: Histogram::new() };
+
+impl TxnMetrics {
+    /// Appends the histograms in Prometheus's text format.
+    pub fn render(&self, out: &mut String) {
+        let metrics = [
+            ("strata_tso_wait_duration_seconds", "Time spent waiting for a timestamp from the oracle.", &self.tso_wait),
+            (
+                "strata_txn_lock_wait_duration_seconds",
+                "Pessimistic lock requests, including waits for other transactions' locks.",
+                &self.pessimistic_lock,
+            ),
+            (
+                "strata_txn_commit_duration_seconds",
+                "Two-phase commits of transactions that wrote: prewrite to durable commit.",
+                &self.commit,
+            ),
+        ];
+        for (name, help, h) in metrics {
+            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} histogram\n"));
+            h.render(out, name, "");
+        }
+    }
+}
+
+/// A timestamp from `oracle`, its wait recorded.
+pub(crate) async fn timestamp(oracle: &dyn Oracle) -> Result<Timestamp> {
+    let started = Instant::now();
+    let ts = oracle.get_ts().await;
+    METRICS.tso_wait.observe(started.elapsed());
+    ts
+}
+
+/// Records a pessimistic lock request that took `d`.
+pub(crate) fn lock_request(d: Duration) {
+    METRICS.pessimistic_lock.observe(d);
+}
