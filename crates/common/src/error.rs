@@ -160,6 +160,7 @@ codes! {
     DataOutOfRangeBigint = 1690, "22003";
     WriteConflict = 9007, "HY000";
     InfoSchemaChanged = 8028, "HY000";
+    OptOnCacheTable = 8242, "HY000";
     AdminCheckTable = 8003, "HY000";
     MemoryExceedForQuery = 8175, "HY000";
     MemoryExceedForInstance = 8176, "HY000";

@@ -97,6 +97,20 @@ pub trait Client: Send + Sync + 'static {
     async fn batch_get(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>>;
     /// Reads up to `limit` entries of `[start, end)` at `ts`, in key order.
     async fn scan(&self, start: &[u8], end: &[u8], ts: Timestamp, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// [`batch_get`](Self::batch_get) that also fails with `Error::WriteConflict` if a key
+    /// has a version committed after `ts` (TiKV's RC check-ts read: a READ COMMITTED
+    /// statement reading at a timestamp it did not fetch for itself learns that it must
+    /// read again at a fresh one).
+    async fn batch_get_checked(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>>;
+    /// [`scan`](Self::scan) that also fails with `Error::WriteConflict` at a key committed
+    /// after `ts` (up to the last entry returned).
+    async fn scan_checked(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        ts: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
     /// Takes pessimistic locks; waits for holders up to the timeout, detecting deadlocks.
     /// Returns the keys' latest committed values (in request order), read in the same pass:
     /// once the keys are locked nothing can commit past them.

@@ -80,6 +80,20 @@ impl Client for LocalClient {
         self.store.scan(start, end, ts, limit)
     }
 
+    async fn batch_get_checked(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
+        self.store.batch_get_checked(keys, ts)
+    }
+
+    async fn scan_checked(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        ts: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.store.scan_checked(start, end, ts, limit)
+    }
+
     async fn pessimistic_lock(&self, req: PessimisticLockRequest) -> Result<Vec<Option<Vec<u8>>>> {
         let deadline = req.wait_timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         let req = Arc::new(req);

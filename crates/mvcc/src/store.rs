@@ -40,6 +40,13 @@ pub struct MvccStore {
     pub(crate) gc_state: crate::gc::GcState,
 }
 
+/// The error of a checked read (`get_at`) that found `key` committed at `commit_ts`, after
+/// the reader's `ts`: a write conflict, as TiKV reports it, which the reader answers by
+/// reading again at a fresh timestamp.
+fn newer_version(key: &[u8], ts: Timestamp, commit_ts: Timestamp) -> Error {
+    Error::WriteConflict { start_ts: ts, conflict_ts: commit_ts, key: key.to_vec() }
+}
+
 /// What one walk over a key's write records found (`MvccStore::history`).
 #[derive(Default)]
 struct History {
@@ -183,6 +190,13 @@ impl MvccStore {
     /// Reads `key` at `ts`: the latest CF's record if it was committed at or below `ts`,
     /// else the newest data record at or below `ts` in the write CF.
     pub fn get(&self, key: &[u8], ts: Timestamp) -> Result<Option<Vec<u8>>> {
+        self.get_at(key, ts, false)
+    }
+
+    /// A read at `ts` that fails with a write conflict if `key` has a version committed
+    /// after `ts` (`check`; TiKV's RC check-ts read: a READ COMMITTED statement reading at
+    /// an older timestamp learns that it must read again at a fresh one).
+    fn get_at(&self, key: &[u8], ts: Timestamp, check: bool) -> Result<Option<Vec<u8>>> {
         if let Some(l) = self.locks.get_if(key, |l| Self::blocks_read(l, ts)) {
             return Err(lock_info(key, &l));
         }
@@ -192,6 +206,9 @@ impl MvccStore {
         let (commit_ts, w) = split_latest(&raw)?;
         if commit_ts <= ts {
             return self.value_of(&enc, w);
+        }
+        if check {
+            return Err(newer_version(key, ts, commit_ts));
         }
         let mut c = self.engine.versions_cursor(Cf::Write, &enc)?;
         c.seek(&versioned(&enc, ts));
@@ -221,16 +238,46 @@ impl MvccStore {
     /// Reads `keys` at `ts`, one at a time (each a point read of the latest CF, whose
     /// filters rule out most table files).
     pub fn batch_get(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
-        keys.iter().map(|k| self.get(k, ts)).collect()
+        keys.iter().map(|k| self.get_at(k, ts, false)).collect()
+    }
+
+    /// [`batch_get`](Self::batch_get) that fails with a write conflict if any key has a
+    /// version committed after `ts` (see `get_at`).
+    pub fn batch_get_checked(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.get_at(k, ts, true)).collect()
     }
 
     /// Reads up to `limit` live entries of `[start, end)` at `ts`.
     pub fn scan(&self, start: &[u8], end: &[u8], ts: Timestamp, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.scan_at(start, end, ts, limit, false)
+    }
+
+    /// [`scan`](Self::scan) that fails with a write conflict at the first key (up to the
+    /// last one returned) with a version committed after `ts`.
+    pub fn scan_checked(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        ts: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.scan_at(start, end, ts, limit, true)
+    }
+
+    fn scan_at(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        ts: Timestamp,
+        limit: usize,
+        check: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.walk_keys(
             start,
             end,
             ts,
             limit,
+            check,
             |(k, _)| k,
             |enc, _, w| {
                 Ok(match self.value_of(enc, w)? {
@@ -259,6 +306,7 @@ impl MvccStore {
             end,
             ts,
             limit,
+            false,
             |ch| &ch.key,
             |enc, commit_ts, w| {
                 if commit_ts <= after {
@@ -275,13 +323,16 @@ impl MvccStore {
     /// entries. The walk is over the latest CF, one entry per key; only a key committed
     /// again after `ts` is looked up in the write CF, with one cursor for the whole walk.
     /// Fails with the first lock that blocks a read at `ts`, up to the last key returned
-    /// when the limit cut it short.
+    /// when the limit cut it short; with `check`, with a write conflict at the first key
+    /// committed after `ts`.
+    #[allow(clippy::too_many_arguments)]
     fn walk_keys<T>(
         &self,
         start: &[u8],
         end: &[u8],
         ts: Timestamp,
         limit: usize,
+        check: bool,
         key_of: fn(&T) -> &[u8],
         mut visit: impl FnMut(&[u8], Timestamp, WriteRef<'_>) -> Result<Option<T>>,
     ) -> Result<Vec<T>> {
@@ -301,6 +352,8 @@ impl MvccStore {
             let (commit_ts, w) = split_latest(latest.value())?;
             let entry = if commit_ts <= ts {
                 visit(enc, commit_ts, w)?
+            } else if check {
+                return Err(newer_version(&decode_user_key(enc)?, ts, commit_ts));
             } else {
                 let c = match &mut older {
                     Some(c) => c,

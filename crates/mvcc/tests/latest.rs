@@ -67,6 +67,36 @@ async fn check_reads(c: &LocalClient, model: &Model, keys: u64, at: u64, after: 
         let part = c.scan(b"k", b"l", ts(at), limit).await.expect("scan");
         assert_eq!(part, expected.iter().take(limit).cloned().collect::<Vec<_>>(), "scan at {at} limit {limit}");
     }
+    // Checked reads (RC check-ts): the same answers, or a write conflict for a key
+    // committed after `at`.
+    let newest = |k: &[u8]| model.get(k).and_then(|h| h.last()).map_or(0, |(c, _)| *c);
+    for k in &all {
+        match c.batch_get_checked(std::slice::from_ref(k), ts(at)).await {
+            Ok(v) => {
+                assert!(newest(k) <= at, "checked get {} at {at} missed a newer version", String::from_utf8_lossy(k));
+                assert_eq!(v, vec![model_at(model, k, at)]);
+            }
+            Err(strata_common::Error::WriteConflict { conflict_ts, .. }) => {
+                assert!(
+                    newest(k) > at,
+                    "checked get {} at {at}: a conflict with nothing newer",
+                    String::from_utf8_lossy(k)
+                );
+                assert_eq!(conflict_ts, ts(newest(k)));
+            }
+            Err(e) => panic!("checked get: {e}"),
+        }
+    }
+    match c.scan_checked(b"k", b"l", ts(at), usize::MAX).await {
+        Ok(rows) => {
+            assert!(all.iter().all(|k| newest(k) <= at), "checked scan at {at} missed a newer version");
+            assert_eq!(rows, expected);
+        }
+        Err(strata_common::Error::WriteConflict { .. }) => {
+            assert!(all.iter().any(|k| newest(k) > at), "checked scan at {at}: a conflict with nothing newer")
+        }
+        Err(e) => panic!("checked scan: {e}"),
+    }
     let changes = c.scan_changes(b"k", b"l", ts(after), ts(at), usize::MAX).await.expect("changes");
     let want: Vec<(Vec<u8>, u64, Option<Vec<u8>>)> = all
         .iter()

@@ -659,7 +659,7 @@ impl TableReplica {
         columns: &[usize],
         txn: &Transaction,
     ) -> Result<Option<Vec<RecordBatch>>> {
-        let ts = txn.read_ts();
+        let ts = txn.snapshot_ts()?;
         {
             let st = self.state.read();
             match &st.stable {

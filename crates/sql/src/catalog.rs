@@ -141,6 +141,10 @@ pub struct TableInfo {
     /// The columnar replica wanted (`ALTER TABLE .. SET TIFLASH REPLICA n`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub columnar_replica: Option<crate::replica::ReplicaSetting>,
+    /// `ALTER TABLE .. CACHE`: reads are answered from a copy in memory
+    /// (`crate::cached_table`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
 }
 
 /// A CHECK constraint.

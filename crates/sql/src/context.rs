@@ -49,6 +49,8 @@ pub struct StatementEnv {
     pub memory: Arc<MemTracker>,
     /// Read counters it adds to: its session's and the server's.
     pub reads: [Arc<ReadCounters>; 2],
+    /// The server's cached tables, which its reads may be answered from.
+    pub cached: Option<Arc<crate::cached_table::CachedTables>>,
 }
 
 struct Current {
@@ -69,6 +71,11 @@ pub async fn scope<F: Future>(env: StatementEnv, f: F) -> (F::Output, Vec<(Code,
             (out, CURRENT.with(|c| c.warnings.take()))
         })
         .await
+}
+
+/// The server's cached tables, when the running statement may read them (and any are).
+pub fn cached_tables() -> Option<Arc<crate::cached_table::CachedTables>> {
+    CURRENT.try_with(|c| c.env.cached.clone().filter(|t| t.any())).ok().flatten()
 }
 
 /// The running statement's limits.
@@ -362,7 +369,12 @@ mod tests {
     async fn charges_fail_past_the_quota_and_are_given_back_on_drop() {
         let tracker = MemTracker::new(1000, 7);
         let t = tracker.clone();
-        let env = StatementEnv { limits: Limits::default(), memory: tracker.clone(), reads: Default::default() };
+        let env = StatementEnv {
+            limits: Limits::default(),
+            memory: tracker.clone(),
+            reads: Default::default(),
+            cached: None,
+        };
         let ((), _) = scope(env, async move {
             let mut a = Charge::new();
             a.add(600).expect("within quota");

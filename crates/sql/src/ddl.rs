@@ -482,6 +482,7 @@ impl Engine {
             next_index_id,
             checks,
             columnar_replica: None,
+            cached: false,
         };
         self.catalog.put_table(info).await?;
         Ok(QueryResult::ok(0))

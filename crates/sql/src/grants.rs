@@ -77,6 +77,25 @@ const UNMODELLED: [&str; 13] = [
     "REPLICATION SLAVE",
 ];
 
+/// For the table options parsed here (`ALTER TABLE [db.]t SET .. REPLICA`, `.. CACHE`): the
+/// cursor after `ALTER TABLE [db.]t` and the name, when `sql` starts so and mentions
+/// `marker` at all (a cheap test before tokenizing).
+pub(crate) fn alter_table_head(sql: &str, marker: &str) -> Option<(TokenCursor, Option<String>, String)> {
+    let head = leading_words(sql, 2);
+    if head.iter().map(String::as_str).collect::<Vec<_>>() != ["ALTER", "TABLE"]
+        || !sql.to_ascii_uppercase().contains(marker)
+    {
+        return None;
+    }
+    let mut p = TokenCursor::new(sql)?;
+    if !p.eat_seq(&["ALTER", "TABLE"]) {
+        return None;
+    }
+    let first = p.name().ok()?;
+    let (db, table) = if p.eat_token(&Token::Period) { (Some(first), p.name().ok()?) } else { (None, first) };
+    Some((p, db, table))
+}
+
 /// A cursor over a statement's tokens (whitespace dropped), for the statements parsed
 /// here and in `load`.
 pub(crate) struct TokenCursor {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use sqlparser::tokenizer::Token;
 use strata_common::{Code, Error, Result};
 
-use crate::grants::{leading_words, TokenCursor};
+use crate::grants::{alter_table_head, TokenCursor};
 
 /// How many columnar replicas a table should have, and TiDB's placement labels for them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,18 +39,7 @@ pub const STORES: u64 = 1;
 
 /// Parses the statement; None when `sql` is not one.
 pub fn parse(sql: &str) -> Option<Result<SetReplica>> {
-    let head = leading_words(sql, 2);
-    if head.iter().map(String::as_str).collect::<Vec<_>>() != ["ALTER", "TABLE"]
-        || !sql.to_ascii_uppercase().contains("REPLICA")
-    {
-        return None;
-    }
-    let mut p = TokenCursor::new(sql)?;
-    if !p.eat_seq(&["ALTER", "TABLE"]) {
-        return None;
-    }
-    let first = p.name().ok()?;
-    let (db, table) = if p.eat_token(&Token::Period) { (Some(first), p.name().ok()?) } else { (None, first) };
+    let (mut p, db, table) = alter_table_head(sql, "REPLICA")?;
     if !(p.eat_seq(&["SET", "TIFLASH", "REPLICA"]) || p.eat_seq(&["SET", "COLUMNAR", "REPLICA"])) {
         return None; // some other ALTER TABLE: the SQL parser's
     }

@@ -68,6 +68,8 @@ pub struct Engine {
     pub stmt_summary: crate::stmt_summary::StmtSummary,
     /// The slow query log (`crate::slow_log`).
     pub slow_log: crate::slow_log::SlowLog,
+    /// Tables kept in memory (`ALTER TABLE .. CACHE`, `crate::cached_table`).
+    pub cached: Arc<crate::cached_table::CachedTables>,
 }
 
 /// How often GC of old versions runs.
@@ -87,6 +89,14 @@ impl Engine {
         // First start: root@% with every privilege and no password (the server's start-up
         // sets one, or refuses to listen beyond loopback without one).
         users.bootstrap_root("").await?;
+        let cached = Arc::new(crate::cached_table::CachedTables::new(client.clone(), oracle.clone()));
+        for db in catalog.databases() {
+            for t in catalog.tables(&db).unwrap_or_default() {
+                if t.cached {
+                    cached.register(t.id, true);
+                }
+            }
+        }
         Ok(Arc::new(Engine {
             catalog,
             client,
@@ -105,6 +115,7 @@ impl Engine {
             metrics: Default::default(),
             stmt_summary: Default::default(),
             slow_log: Default::default(),
+            cached,
         }))
     }
 
@@ -287,6 +298,16 @@ impl Engine {
                 _ => written.push((t.0, 1)),
             }
         }
+        // Copies of cached tables this transaction wrote are dropped before it takes its
+        // commit timestamp, and none loads until it has committed (`cached_table`).
+        let _writing = if self.cached.any() {
+            let mut tables: Vec<i64> =
+                txn.written_keys().filter_map(strata_codec::keys::table_of).map(|t| t.0).collect();
+            tables.dedup();
+            Some(self.cached.writing(tables))
+        } else {
+            None
+        };
         txn.commit().await?;
         for (table, rows) in written {
             self.catalog.modifications.add(table, rows);
@@ -510,6 +531,14 @@ fn parse(sql: &str, dialect: &StrataDialect) -> Result<Vec<ast::Statement>> {
     let mut stmts = parse_unchecked(sql, dialect)?;
     crate::depth::check_statements(&mut stmts)?;
     Ok(stmts)
+}
+
+/// The definition of base table `db.table`, to change (1347 for a view).
+fn base_table(catalog: &Catalog, db: &str, table: &str) -> Result<crate::catalog::TableInfo> {
+    if catalog.try_view(db, table).is_some() {
+        return Err(Error::user(Code::WrongObject, format!("'{db}.{table}' is not BASE TABLE")));
+    }
+    Ok((*catalog.table(db, table)?).clone())
 }
 
 /// The tables `sql` names, as `db.table` (the current database `db` where it names none),
@@ -1947,27 +1976,17 @@ impl Session {
     /// table's definition (a schema change, so it commits an open transaction as DDL does)
     /// and has the column engine build or drop it.
     async fn set_replica(&mut self, stmt: crate::replica::SetReplica) -> Result<QueryResult> {
-        let db = match stmt.db.clone().or_else(|| self.db.clone()) {
-            Some(db) => db,
-            None => return Err(Error::user(Code::NoDb, "No database selected")),
-        };
-        if !self.allowed(crate::users::privs::ALTER, &db, Some(&stmt.table)) {
-            return Err(crate::users::table_denied("ALTER", &self.who(), &stmt.table));
-        }
-        let system = ["mysql", "information_schema", "performance_schema", "sys", "metrics_schema"];
-        if system.iter().any(|s| s.eq_ignore_ascii_case(&db)) {
-            return Err(Error::user(
-                Code::UnknownError,
-                "[ddl:8200]Unsupported ALTER table replica for table in system database",
-            ));
-        }
-        self.commit().await?;
+        let db = self
+            .table_option_db(stmt.db.as_ref(), &stmt.table, || {
+                Error::user(
+                    Code::UnknownError,
+                    "[ddl:8200]Unsupported ALTER table replica for table in system database",
+                )
+            })
+            .await?;
         let engine = self.engine.clone();
         let _ddl = engine.catalog.ddl_lock().await;
-        if engine.catalog.try_view(&db, &stmt.table).is_some() {
-            return Err(Error::user(Code::WrongObject, format!("'{db}.{}' is not BASE TABLE", stmt.table)));
-        }
-        let mut table = (*engine.catalog.table(&db, &stmt.table)?).clone();
+        let mut table = base_table(&engine.catalog, &db, &stmt.table)?;
         let wanted = (stmt.setting.count > 0).then_some(stmt.setting);
         if table.columnar_replica != wanted {
             table.columnar_replica = wanted;
@@ -1977,6 +1996,87 @@ impl Session {
             column.schema_changed();
         }
         Ok(QueryResult::ok(0))
+    }
+
+    /// `ALTER TABLE t CACHE | NOCACHE` (`crate::cached_table`): records the setting in the
+    /// table's definition (a schema change: an open transaction commits first). CACHE
+    /// refuses a table larger than `MAX_CACHED_BYTES` (8242); its copy is loaded by the
+    /// first read after the definition is published.
+    async fn set_cache(&mut self, stmt: crate::cached_table::SetCache) -> Result<QueryResult> {
+        let db = self
+            .table_option_db(stmt.db.as_ref(), &stmt.table, || crate::cached_table::refused("alter system table cache"))
+            .await?;
+        let engine = self.engine.clone();
+        let _ddl = engine.catalog.ddl_lock().await;
+        let mut table = base_table(&engine.catalog, &db, &stmt.table)?;
+        if table.cached == stmt.cache {
+            return Ok(QueryResult::ok(0));
+        }
+        if stmt.cache {
+            let opts = strata_txn::TxnOptions {
+                mode: LockMode::Optimistic,
+                isolation: strata_txn::Isolation::RepeatableRead,
+                lock_wait_timeout_ms: 0,
+            };
+            let txn = Transaction::begin(engine.client.clone(), engine.oracle.clone(), opts).await?;
+            let fits = crate::cached_table::table_pairs(&txn, table.id, crate::cached_table::MAX_CACHED_BYTES).await;
+            let _ = txn.rollback().await;
+            if fits?.is_none() {
+                return Err(crate::cached_table::refused("table too large"));
+            }
+            // Registered before the definition is published: a commit running now either
+            // finishes before the publication (which waits for commits in flight) or sees
+            // the table as cached; nothing loads until the publication is done.
+            engine.cached.register(table.id, false);
+            table.cached = true;
+            let id = table.id;
+            if let Err(e) = engine.catalog.put_table(table).await {
+                engine.cached.forget(id);
+                return Err(e);
+            }
+            engine.cached.enable(id);
+        } else {
+            let id = table.id;
+            table.cached = false;
+            engine.catalog.put_table(table).await?;
+            engine.cached.forget(id);
+        }
+        Ok(QueryResult::ok(0))
+    }
+
+    /// The database of a table-option statement (`ALTER TABLE [db.]table SET .. REPLICA`,
+    /// `.. CACHE`) once the account may ALTER the table and it is not in a system database
+    /// (`system`'s error); an open transaction commits, as before any DDL.
+    async fn table_option_db(
+        &mut self,
+        db: Option<&String>,
+        table: &str,
+        system: impl FnOnce() -> Error,
+    ) -> Result<String> {
+        let db = match db.or(self.db.as_ref()) {
+            Some(db) => db.clone(),
+            None => return Err(Error::user(Code::NoDb, "No database selected")),
+        };
+        if !self.allowed(crate::users::privs::ALTER, &db, Some(table)) {
+            return Err(crate::users::table_denied("ALTER", &self.who(), table));
+        }
+        let system_dbs = ["mysql", "information_schema", "performance_schema", "sys", "metrics_schema"];
+        if system_dbs.iter().any(|s| s.eq_ignore_ascii_case(&db)) {
+            return Err(system());
+        }
+        self.commit().await?;
+        Ok(db)
+    }
+
+    /// 8242 when `name` is a cached table: `what` (TiDB's name of the statement) must wait
+    /// for `ALTER TABLE .. NOCACHE`.
+    fn refuse_if_cached(&self, name: &ast::ObjectName, what: &str) -> Result<()> {
+        let (db, table) = crate::binder::split_name(name)?;
+        let Some(db) = db.or_else(|| self.db.clone()) else { return Ok(()) };
+        match self.engine.catalog.table(&db, &table) {
+            Ok(t) if t.cached => Err(crate::cached_table::refused(what)),
+            _ => Ok(()),
+        }
     }
 
     /// Statements handled before the SQL parser (syntax it does not know).
@@ -1997,6 +2097,12 @@ impl Session {
         if let Some(stmt) = crate::replica::parse(sql) {
             return Some(match stmt {
                 Ok(stmt) => self.set_replica(stmt).await,
+                Err(e) => Err(e),
+            });
+        }
+        if let Some(stmt) = crate::cached_table::parse(sql) {
+            return Some(match stmt {
+                Ok(stmt) => self.set_cache(stmt).await,
                 Err(e) => Err(e),
             });
         }
@@ -2276,6 +2382,7 @@ impl Session {
                 self.engine.create_table(ct, &self.db).await
             }
             S::CreateIndex(ci) => {
+                self.refuse_if_cached(&ci.table_name, "Create Index")?;
                 self.commit().await?;
                 self.engine.create_index(ci, &self.db).await
             }
@@ -2285,11 +2392,21 @@ impl Session {
                 self.engine.create_view(cv, &info).await
             }
             S::AlterTable(at) => {
+                self.refuse_if_cached(&at.name, "Alter Table")?;
                 self.commit().await?;
                 let own_fast = matches!(_tables, Some(crate::table_locks::Entry::Fast(_)));
                 self.engine.alter_table(at, &self.db, (self.conn_id, own_fast), self.lock_wait_timeout()).await
             }
             S::Drop { object_type, if_exists, names, table, .. } => {
+                match (object_type, table) {
+                    (ast::ObjectType::Table, _) => {
+                        for n in names {
+                            self.refuse_if_cached(n, "Drop Table")?;
+                        }
+                    }
+                    (ast::ObjectType::Index, Some(t)) => self.refuse_if_cached(t, "Drop Index")?,
+                    _ => {}
+                }
                 self.commit().await?;
                 match object_type {
                     ast::ObjectType::Table => self.engine.drop_tables(names, *if_exists, &self.db).await,
@@ -2299,6 +2416,13 @@ impl Session {
                         for n in names {
                             let name = crate::binder::split_name(n)?.1;
                             last = self.engine.drop_database(&name, *if_exists).await?;
+                            let catalog = &self.engine.catalog;
+                            self.engine.cached.retain(|id| {
+                                catalog
+                                    .databases()
+                                    .iter()
+                                    .any(|d| catalog.tables(d).unwrap_or_default().iter().any(|t| t.id == id))
+                            });
                             if self.db.as_deref().is_some_and(|d| d.eq_ignore_ascii_case(&name)) {
                                 self.db = None;
                             }
@@ -2318,6 +2442,9 @@ impl Session {
                 }
             }
             S::Truncate(t) => {
+                for n in &t.table_names {
+                    self.refuse_if_cached(&n.name, "Truncate Table")?;
+                }
                 self.commit().await?;
                 let name = t
                     .table_names
@@ -2336,6 +2463,8 @@ impl Session {
                 let slow =
                     if *global { self.engine.slow_log.slow_queries.load(Ordering::Relaxed) } else { self.slow_queries };
                 column.push(("Slow_queries", slow));
+                column.push(("Strata_cached_table_reads", self.engine.cached.reads.load(Ordering::Relaxed)));
+                column.push(("Strata_cached_table_loads", self.engine.cached.loads.load(Ordering::Relaxed)));
                 crate::show::show_status(reads, threads, tls, pending, store_bytes, &column, filter.as_ref())
                     .and_then(|r| self.show_where(r, crate::show::where_of(filter.as_ref())))
             }
@@ -2431,14 +2560,16 @@ impl Session {
     ) -> Result<QueryResult> {
         // An autocommit statement that lost the race with a schema change (8028) had no
         // visible effect; it runs again against the new schema, as TiDB retries it — unless
-        // part of its result has gone to the client.
+        // part of its result has gone to the client. So does a READ COMMITTED SELECT that
+        // read at a reused timestamp (tidb_rc_read_check_ts) and met a newer version: it
+        // runs again at a fresh timestamp.
         let mut sink = sink.map(|sink| Watched { sink, started: false });
         let mut attempt = 0;
         loop {
             let out = sink.as_mut().map(|w| w as &mut dyn ResultSink);
             match self.run_in_txn_once(Work::Statement(stmt, params, out)).await {
                 Err(e)
-                    if e.code() == Code::InfoSchemaChanged
+                    if (e.code() == Code::InfoSchemaChanged || self.stale_read_conflicted(&e))
                         && attempt < 5
                         && !sink.as_ref().is_some_and(|w| w.started) =>
                 {
@@ -2447,6 +2578,12 @@ impl Session {
                 other => return other,
             }
         }
+    }
+
+    /// Whether `e` is a checked read's newer version (see `strata_txn::Transaction`'s RC
+    /// check-ts reads): the statement may run again at a fresh timestamp.
+    fn stale_read_conflicted(&self, e: &Error) -> bool {
+        matches!(e, Error::WriteConflict { .. }) && self.txn.as_ref().is_some_and(|t| t.stale_read_conflicted())
     }
 
     /// LOAD DATA: checks privileges and where the file may come from, then runs the load
@@ -2509,6 +2646,13 @@ impl Session {
         let info = self.info();
         let single = !self.explicit && self.autocommit();
         let locked_before = txn.lock_time();
+        // tidb_rc_read_check_ts: a plain SELECT inside a READ COMMITTED transaction reads at
+        // the newest timestamp the transaction holds, with checked reads (an autocommit
+        // statement has just fetched its start timestamp: nothing to save).
+        let plain_select = matches!(work, Work::Statement(ast::Statement::Query(q), _, _) if q.locks.is_empty());
+        txn.set_rc_check_ts(
+            !single && plain_select && self.vars.get("tidb_rc_read_check_ts").and_then(|v| v.as_i64()) == Some(1),
+        );
         if let Err(e) = txn.start_statement().await {
             self.txn = Some(txn);
             return Err(e);
@@ -2526,6 +2670,7 @@ impl Session {
             limits: self.limits(),
             memory: context::MemTracker::new(self.mem_quota(), self.conn_id as u64),
             reads: [self.reads.clone(), self.engine.reads.clone()],
+            cached: Some(self.engine.cached.clone()),
         };
         let run = interrupt::scope(interrupt.clone(), async {
             // Started inside the scope, after it has cleared the previous statement's state;
@@ -2795,7 +2940,7 @@ impl Session {
                 })?;
                 Arc::make_mut(&mut self.vars).insert(var, Value::Int(n));
             }
-            "slow_query_log" | "tidb_enable_stmt_summary" => {
+            "slow_query_log" | "tidb_enable_stmt_summary" | "tidb_rc_read_check_ts" => {
                 let on = switch(&var, &text)?;
                 Arc::make_mut(&mut self.vars).insert(var, Value::Int(i64::from(on)));
             }

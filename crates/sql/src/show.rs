@@ -378,9 +378,11 @@ pub fn create_table_sql(t: &TableInfo) -> String {
         lines.push(format!("  CONSTRAINT {} CHECK ({}){enforced}", q(&c.name), c.expr));
     }
     format!(
-        "CREATE TABLE {} (\n{}\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+        "CREATE TABLE {} (\n{}\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin{}",
         q(&t.name),
-        lines.join(",\n")
+        lines.join(",\n"),
+        // TiDB's mark of a cached table (a comment to MySQL).
+        if t.cached { " /* CACHED ON */" } else { "" }
     )
 }
 

@@ -836,6 +836,7 @@ mod tests {
             next_index_id: 2,
             checks: vec![],
             columnar_replica: None,
+            cached: false,
         }
     }
 

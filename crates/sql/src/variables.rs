@@ -78,6 +78,7 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("tidb_prepared_plan_cache_size", i(100)),
         ("tidb_ignore_prepared_cache_close_stmt", i(0)),
         ("tidb_enable_stmt_summary", i(1)),
+        ("tidb_rc_read_check_ts", i(0)),
         ("tidb_stmt_summary_refresh_interval", i(1800)),
         ("tidb_stmt_summary_history_size", i(24)),
         ("tidb_stmt_summary_max_stmt_count", i(3000)),

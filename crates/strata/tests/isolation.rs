@@ -41,6 +41,7 @@ async fn anomalies() {
     lock_wait_timeout_and_deadlock(&server).await;
     pessimistic_writes_read_the_latest_rows(&server).await;
     schema_changes_do_not_change_a_snapshot(&server).await;
+    rc_check_ts_never_misses_a_committed_version(&server).await;
 }
 
 /// A transaction binds against the schema its snapshot was taken under: a table truncated,
@@ -162,6 +163,81 @@ async fn anomaly_non_repeatable_read(server: &common::StrataProcess) {
         reader.query_drop("COMMIT").await.expect("commit");
         assert_eq!(value(&mut reader, 1).await, 5);
     }
+}
+
+/// Timestamps taken so far by the server (`strata_tso_wait_duration_seconds_count`).
+fn timestamps_taken(server: &common::StrataProcess) -> u64 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", server.status_port)).expect("status port");
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").expect("request");
+    let mut body = String::new();
+    s.read_to_string(&mut body).expect("response");
+    let line = body.lines().find(|l| l.starts_with("strata_tso_wait_duration_seconds_count")).expect("tso count");
+    line.rsplit(' ').next().and_then(|n| n.parse().ok()).expect("count")
+}
+
+/// READ COMMITTED with `tidb_rc_read_check_ts=ON`: a SELECT inside a transaction reads at
+/// the timestamp the transaction already holds (it takes none of its own), and still never
+/// misses a version committed before it started — point reads, scans and aggregates see
+/// updates, inserts and deletes committed since, also while a writer keeps committing.
+async fn rc_check_ts_never_misses_a_committed_version(server: &common::StrataProcess) {
+    let pool = setup(server, "rc_check_ts").await;
+    let mut reader = pool.get_conn().await.expect("conn");
+    let mut writer = pool.get_conn().await.expect("conn");
+    reader.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED").await.expect("set");
+    let bad = reader.query_drop("SET tidb_rc_read_check_ts = 'maybe'").await.expect_err("not ON/OFF");
+    assert_eq!(code(&bad), Some(1231));
+    reader.query_drop("SET tidb_rc_read_check_ts = ON").await.expect("set");
+    reader.query_drop("BEGIN").await.expect("begin");
+    assert_eq!(value(&mut reader, 1).await, 1);
+    writer.query_drop("UPDATE t SET v = 5 WHERE id = 1").await.expect("update");
+    assert_eq!(value(&mut reader, 1).await, 5, "a point read missed a committed update");
+    let sums = "SELECT COUNT(*), CAST(SUM(v) AS SIGNED) FROM t";
+    writer.query_drop("INSERT INTO t VALUES (3, 3)").await.expect("insert");
+    assert_eq!(reader.query_first(sums).await.expect("scan"), Some((3i64, 10i64)), "a scan missed an insert");
+    writer.query_drop("DELETE FROM t WHERE id = 2").await.expect("delete");
+    assert_eq!(reader.query_first(sums).await.expect("scan"), Some((2i64, 8i64)), "a scan missed a delete");
+
+    // With nothing committed meanwhile, the SELECTs take no timestamp (background work such
+    // as auto-analyze may take a few); without the
+    // variable each takes one.
+    for (on, most, least) in [("ON", 5, 0), ("OFF", u64::MAX, 20)] {
+        reader.query_drop(format!("SET tidb_rc_read_check_ts = {on}")).await.expect("set");
+        let before = timestamps_taken(server);
+        for _ in 0..20 {
+            assert_eq!(value(&mut reader, 1).await, 5);
+        }
+        let taken = timestamps_taken(server) - before;
+        assert!(taken <= most && taken >= least, "tidb_rc_read_check_ts={on}: 20 SELECTs took {taken} timestamps");
+    }
+    reader.query_drop("SET tidb_rc_read_check_ts = ON").await.expect("set");
+
+    // A writer commits increments; each read sees at least what was committed before it.
+    let committed = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(5));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let task = {
+        let (committed, done) = (committed.clone(), done.clone());
+        tokio::spawn(async move {
+            for v in 6..=205 {
+                writer.query_drop(format!("UPDATE t SET v = {v} WHERE id = 1")).await.expect("update");
+                committed.store(v, std::sync::atomic::Ordering::SeqCst);
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    let mut reads = 0;
+    while !done.load(std::sync::atomic::Ordering::SeqCst) {
+        let floor = committed.load(std::sync::atomic::Ordering::SeqCst);
+        let seen = value(&mut reader, 1).await;
+        assert!(seen >= floor, "read {seen} after {floor} was committed");
+        let (n, _): (i64, i64) = reader.query_first(sums).await.expect("scan").expect("row");
+        assert_eq!(n, 2);
+        reads += 1;
+    }
+    task.await.expect("writer");
+    assert!(reads > 0);
+    assert_eq!(value(&mut reader, 1).await, 205);
+    reader.query_drop("COMMIT").await.expect("commit");
 }
 
 async fn anomaly_lost_update_pessimistic(server: &common::StrataProcess) {

@@ -10,9 +10,18 @@
 //! committed values, which nobody else can now change. This is MySQL's "current read" for
 //! UPDATE, DELETE and SELECT ... FOR UPDATE. Plain SELECTs read the snapshot: `start_ts`
 //! under REPEATABLE READ, a fresh timestamp per statement under READ COMMITTED.
+//!
+//! READ COMMITTED with `rc_check_ts` (TiDB's `tidb_rc_read_check_ts`, asked for per
+//! statement by the SQL layer) skips that timestamp: the statement reads at the newest
+//! timestamp the transaction already holds, with checked reads that fail with a write
+//! conflict on any key committed after it. What such a statement reads is the snapshot at
+//! that timestamp *and* nothing it read has changed since, so it is what a fresh timestamp
+//! would have shown. On a conflict the statement is run again (by the SQL layer, unless
+//! rows already went to the client), and its next start takes a fresh timestamp.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -81,6 +90,14 @@ pub struct Transaction {
     heartbeat: Option<Heartbeat>,
     /// Time spent in pessimistic lock requests so far (waits for others' locks included).
     lock_time: Duration,
+    /// The newest timestamp this transaction has fetched (what an RC check-ts read uses).
+    last_ts: Timestamp,
+    /// Whether the next READ COMMITTED statement may read at `last_ts` with checks.
+    rc_check_ts: bool,
+    /// Whether the running statement reads at a reused timestamp, with checked reads.
+    checking: bool,
+    /// A checked read found a newer version: the next statement start fetches a timestamp.
+    stale_conflict: AtomicBool,
 }
 
 /// The keys a prewrite request writes.
@@ -137,6 +154,10 @@ impl Transaction {
             lock_ttl_ms: PESSIMISTIC_TTL_MS,
             heartbeat: None,
             lock_time: Duration::ZERO,
+            last_ts: start_ts,
+            rc_check_ts: false,
+            checking: false,
+            stale_conflict: AtomicBool::new(false),
         })
     }
 
@@ -262,14 +283,57 @@ impl Transaction {
         self.buffer.keys().chain(self.stmt.keys()).map(|k| k.as_slice())
     }
 
-    /// Marks the start of a statement (READ COMMITTED takes a new read timestamp).
+    /// Marks the start of a statement (READ COMMITTED takes a new read timestamp, unless
+    /// [`set_rc_check_ts`](Self::set_rc_check_ts) allowed the statement to read at the
+    /// newest one the transaction holds, with checks).
     pub async fn start_statement(&mut self) -> Result<()> {
         self.stmt.clear();
         self.current_ts = None;
+        self.checking = false;
         if self.opts.isolation == Isolation::ReadCommitted {
-            self.read_ts = crate::metrics::timestamp(self.oracle.as_ref()).await?;
+            let conflicted = self.stale_conflict.swap(false, Ordering::Relaxed);
+            if self.rc_check_ts && !conflicted {
+                self.read_ts = self.last_ts;
+                self.checking = true;
+            } else {
+                self.read_ts = crate::metrics::timestamp(self.oracle.as_ref()).await?;
+                self.last_ts = self.last_ts.max(self.read_ts);
+            }
         }
         Ok(())
+    }
+
+    /// Whether the next statement (a SELECT) may read at the newest timestamp this
+    /// transaction holds instead of a fresh one, under READ COMMITTED (see the module
+    /// docs).
+    pub fn set_rc_check_ts(&mut self, on: bool) {
+        self.rc_check_ts = on;
+    }
+
+    /// Whether the running statement failed on a checked read's newer version: running it
+    /// again reads at a fresh timestamp.
+    pub fn stale_read_conflicted(&self) -> bool {
+        self.stale_conflict.load(Ordering::Relaxed)
+    }
+
+    /// The timestamp a reader outside this transaction's own reads (a columnar replica)
+    /// must read at, or, when the statement reads at a reused timestamp with checks that
+    /// reader cannot make, the write conflict that makes the statement run again at a
+    /// fresh one.
+    pub fn snapshot_ts(&self) -> Result<Timestamp> {
+        if self.checking {
+            self.stale_conflict.store(true, Ordering::Relaxed);
+            return Err(Error::WriteConflict { start_ts: self.read_ts, conflict_ts: self.read_ts, key: Vec::new() });
+        }
+        Ok(self.read_ts)
+    }
+
+    /// Notes a checked read's write conflict (see `stale_read_conflicted`).
+    fn note_checked<T>(&self, r: Result<T>) -> Result<T> {
+        if matches!(r, Err(Error::WriteConflict { .. })) {
+            self.stale_conflict.store(true, Ordering::Relaxed);
+        }
+        r
     }
 
     /// Ends a statement: keeps its writes if it succeeded, drops them otherwise.
@@ -288,22 +352,28 @@ impl Transaction {
         self.stmt.get(key).or_else(|| self.buffer.get(key))
     }
 
-    async fn get_at(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
+    async fn get_at(&self, keys: &[Vec<u8>], ts: Timestamp, checked: bool) -> Result<Vec<Option<Vec<u8>>>> {
+        if checked {
+            let r = self.resolving(|| self.client.batch_get_checked(keys, ts)).await;
+            return self.note_checked(r);
+        }
         self.resolving(|| self.client.batch_get(keys, ts)).await
     }
 
     /// Reads keys at the snapshot, seeing this transaction's own writes.
     pub async fn batch_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.get_overlaid(keys, self.read_ts, HashMap::new()).await
+        self.get_overlaid(keys, self.read_ts, HashMap::new(), self.checking).await
     }
 
     /// Reads keys at `ts`, with this transaction's own writes taking precedence; keys in
-    /// `known` (committed values already read at `ts`) are not read again.
+    /// `known` (committed values already read at `ts`) are not read again; `checked`
+    /// reads fail on a version committed after `ts`.
     async fn get_overlaid(
         &self,
         keys: &[Vec<u8>],
         ts: Timestamp,
         known: HashMap<Vec<u8>, Option<Vec<u8>>>,
+        checked: bool,
     ) -> Result<Vec<Option<Vec<u8>>>> {
         let mut out = Vec::with_capacity(keys.len());
         // Keys to read, and where their values go.
@@ -322,7 +392,7 @@ impl Transaction {
             }
         }
         if !missing.is_empty() {
-            for (slot, v) in slots.into_iter().zip(self.get_at(&missing, ts).await?) {
+            for (slot, v) in slots.into_iter().zip(self.get_at(&missing, ts, checked).await?) {
                 out[slot] = v;
             }
         }
@@ -337,7 +407,7 @@ impl Transaction {
     /// Reads `[start, end)` at the snapshot with this transaction's writes applied, up to
     /// `limit` entries.
     pub async fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.scan_at(start, end, limit, self.read_ts).await
+        self.scan_at(start, end, limit, self.read_ts, self.checking).await
     }
 
     /// The candidates of a locking scan (UPDATE, DELETE, SELECT ... FOR UPDATE). Pessimistic
@@ -354,10 +424,11 @@ impl Transaction {
             None => {
                 let ts = crate::metrics::timestamp(self.oracle.as_ref()).await?;
                 self.current_ts = Some(ts);
+                self.last_ts = self.last_ts.max(ts);
                 ts
             }
         };
-        self.scan_at(start, end, limit, ts).await
+        self.scan_at(start, end, limit, ts, false).await
     }
 
     async fn scan_at(
@@ -366,6 +437,7 @@ impl Transaction {
         end: &[u8],
         limit: usize,
         read_ts: Timestamp,
+        checked: bool,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         // Each buffered write in the range hides at most one stored row, so `limit` plus
         // their number of stored rows is enough to fill `limit` after the overlay.
@@ -376,7 +448,12 @@ impl Transaction {
             self.buffer.range(range.clone()).count() + self.stmt.range(range.clone()).count()
         };
         let want = limit.saturating_add(pending);
-        let stored = self.resolving(|| self.client.scan(start, end, read_ts, want)).await?;
+        let stored = if checked {
+            let r = self.resolving(|| self.client.scan_checked(start, end, read_ts, want)).await;
+            self.note_checked(r)?
+        } else {
+            self.resolving(|| self.client.scan(start, end, read_ts, want)).await?
+        };
         if self.buffer.is_empty() && self.stmt.is_empty() {
             let mut stored = stored;
             stored.truncate(limit);
@@ -411,6 +488,7 @@ impl Transaction {
             let primary = self.primary.get_or_insert_with(|| to_lock[0].clone()).clone();
             loop {
                 let for_update_ts = crate::metrics::timestamp(self.oracle.as_ref()).await?;
+                self.last_ts = self.last_ts.max(for_update_ts);
                 let req = PessimisticLockRequest {
                     keys: to_lock.clone(),
                     primary: primary.clone(),
@@ -437,10 +515,22 @@ impl Transaction {
             self.locked.extend(to_lock);
             self.start_heartbeat(&primary);
         } else {
-            read_ts = read_ts.max(crate::metrics::timestamp(self.oracle.as_ref()).await?);
+            let ts = crate::metrics::timestamp(self.oracle.as_ref()).await?;
+            self.last_ts = self.last_ts.max(ts);
+            read_ts = read_ts.max(ts);
         }
         // Keys locked earlier (and not written since) are read now, at the same timestamp.
-        self.get_overlaid(keys, read_ts, read).await
+        self.get_overlaid(keys, read_ts, read, false).await
+    }
+
+    /// Whether this transaction has written (or is writing, in the running statement) a key
+    /// of `[start, end)`.
+    pub fn writes_in(&self, start: &[u8], end: &[u8]) -> bool {
+        if start >= end {
+            return false;
+        }
+        let range = (Bound::Included(start), Bound::Excluded(end));
+        self.buffer.range::<[u8], _>(range).next().is_some() || self.stmt.range::<[u8], _>(range).next().is_some()
     }
 
     /// Buffers a write of `key`.

@@ -251,12 +251,29 @@ impl<'p> ScanStream<'p> {
         Ok(())
     }
 
+    /// The in-memory copy of the scanned table this read may use instead of the store:
+    /// the table is cached (`crate::cached_table`), the read does not lock, and the
+    /// transaction has not written the table itself.
+    fn cached_copy(&self, ctx: &ExecCtx<'_>) -> Option<Arc<crate::cached_table::Snapshot>> {
+        if self.lock {
+            return None;
+        }
+        let cached = crate::context::cached_tables()?;
+        let prefix = strata_codec::keys::table_prefix(self.table.table_id());
+        if ctx.txn.writes_in(&prefix, &strata_codec::keys::prefix_end(&prefix)) {
+            return None;
+        }
+        cached.copy_for(self.table.id, ctx.txn.read_ts())
+    }
+
     /// Up to one batch of the key-value pairs in `[start, end)` (locked for a current read),
     /// moving `start` past them.
     async fn read(&self, ctx: &mut ExecCtx<'_>, start: &mut Vec<u8>, end: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         checkpoint().await?;
         let pairs = if self.lock {
             ctx.txn.scan_for_update(start, end, self.batch).await?
+        } else if let Some(copy) = self.cached_copy(ctx) {
+            copy.scan(start, end, self.batch)
         } else {
             ctx.txn.scan(start, end, self.batch).await?
         };
@@ -332,9 +349,13 @@ impl<'p> ScanStream<'p> {
         if self.lock {
             return self.lock_rows(ctx, keys, out).await;
         }
+        let copy = self.cached_copy(ctx);
         for chunk in keys.chunks(MAX_BATCH) {
             checkpoint().await?;
-            let vals = ctx.txn.batch_get(chunk).await?;
+            let vals = match &copy {
+                Some(copy) => chunk.iter().map(|k| copy.get(k)).collect(),
+                None => ctx.txn.batch_get(chunk).await?,
+            };
             for (k, v) in chunk.iter().zip(vals) {
                 if self.full() {
                     return Ok(());

@@ -124,6 +124,7 @@ mod tests {
             limits: Default::default(),
             memory: crate::context::MemTracker::new(0, 0),
             reads: Default::default(),
+            cached: None,
         };
         let div = Expr::Func("repeat".into(), vec![Expr::Literal(Value::str("x")), Expr::Literal(Value::Int(1 << 40))]);
         let (folded, warnings) = crate::context::scope(env, async { fold_all(div.clone()) }).await;

@@ -174,6 +174,7 @@ mod tests {
             next_index_id: 1,
             checks: Vec::new(),
             columnar_replica: None,
+            cached: false,
         })
     }
 
