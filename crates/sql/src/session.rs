@@ -444,8 +444,8 @@ impl crate::binder::LiveTables for Live {
 pub struct Prepared {
     /// The statement's text, as the client sent it.
     pub sql: Arc<str>,
-    /// The statement with numbered placeholders.
-    pub stmt: ast::Statement,
+    /// The statement with numbered placeholders (shared with each execution, not copied).
+    pub stmt: Arc<ast::Statement>,
     /// Number of parameters.
     pub params: usize,
     /// Result columns, when known at prepare time.
@@ -1256,8 +1256,10 @@ impl Session {
         std::mem::forget(counted); // kept: the statement now counts until closed
         let id = self.next_stmt;
         self.next_stmt += 1;
-        self.prepared
-            .insert(id, Prepared { sql: Arc::from(sql), stmt, params, columns: columns.clone(), digest: None });
+        self.prepared.insert(
+            id,
+            Prepared { sql: Arc::from(sql), stmt: Arc::new(stmt), params, columns: columns.clone(), digest: None },
+        );
         Ok((id, params, columns))
     }
 
@@ -1307,7 +1309,7 @@ impl Session {
         };
         self.engine.metrics.command(crate::metrics::Command::StmtExecute);
         self.plan_slot =
-            if matches!(stmt, ast::Statement::Query(_)) { self.plan_cache_slot(&sql, params) } else { None };
+            if matches!(*stmt, ast::Statement::Query(_)) { self.plan_cache_slot(&sql, params) } else { None };
         let r = self.run_with(&stmt, params, sink).await;
         let r = [r];
         self.summarize(&sql, digest.as_deref(), &r);
