@@ -25,7 +25,8 @@
 //! A reader whose transaction wrote the table itself, or that locks (`FOR UPDATE`, DML),
 //! reads the store. After a write, the next reader starts a background load; until it is
 //! installed reads go to the store. A copy is at most [`MAX_CACHED_BYTES`]; a larger table
-//! cannot be cached (8242), and one that grew past it is read from the store.
+//! cannot be cached (8242), and one that grew past it is read from the store, as is one
+//! whose copy would take all copies past [`MAX_TOTAL_CACHED_BYTES`].
 //!
 //! Schema changes would leave a copy without a new index's entries, so DDL other than
 //! NOCACHE is refused on a cached table (8242), as TiDB refuses it.
@@ -44,6 +45,10 @@ use crate::grants::alter_table_head;
 
 /// The most a cached table may hold (keys and values), TiDB's limit.
 pub const MAX_CACHED_BYTES: usize = 64 << 20;
+
+/// The most all copies together may hold: a copy that would pass it is not installed
+/// (its table is read from the store until a write lets it load again).
+pub const MAX_TOTAL_CACHED_BYTES: usize = 256 << 20;
 
 /// Pairs read per scan while loading.
 const LOAD_CHUNK: usize = 4096;
@@ -84,6 +89,8 @@ pub struct Snapshot {
     /// The timestamp it was read at.
     pub ts: Timestamp,
     pairs: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Bytes of keys and values held.
+    bytes: usize,
 }
 
 impl Snapshot {
@@ -92,7 +99,8 @@ impl Snapshot {
         if start >= end {
             return Vec::new();
         }
-        self.pairs.range(start.to_vec()..end.to_vec()).take(limit).map(|(k, v)| (k.clone(), v.clone())).collect()
+        let range = (std::ops::Bound::Included(start), std::ops::Bound::Excluded(end));
+        self.pairs.range::<[u8], _>(range).take(limit).map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
     /// The value at `key`.
@@ -186,6 +194,17 @@ impl CachedTables {
         self.tables.read().contains_key(&id)
     }
 
+    /// Whether a read of table `id` inside a transaction may look for its copy: the table
+    /// is cached and the transaction has not written it (own writes are in the store's
+    /// overlay, not in any copy).
+    pub fn readable_in(&self, id: i64, txn: &Transaction) -> bool {
+        if !self.is_cached(id) {
+            return false;
+        }
+        let prefix = strata_codec::keys::table_prefix(TableId(id));
+        !txn.writes_in(&prefix, &strata_codec::keys::prefix_end(&prefix))
+    }
+
     /// Whether any table is cached (a quick test on every read and commit).
     pub fn any(&self) -> bool {
         !self.tables.read().is_empty()
@@ -236,9 +255,19 @@ impl CachedTables {
     /// since `version`.
     async fn load(self: Arc<Self>, id: i64, entry: Arc<Mutex<Entry>>, version: u64) {
         let read = self.read_table(id).await;
+        // Bytes the other copies hold (read before this entry's lock: entries are locked
+        // one at a time).
+        let others: usize = self
+            .tables
+            .read()
+            .iter()
+            .filter(|(other, _)| **other != id)
+            .filter_map(|(_, e)| e.lock().copy.as_ref().map(|c| c.bytes))
+            .sum();
         let mut st = entry.lock();
         st.loading = false;
         match read {
+            Ok(Some(copy)) if others + copy.bytes > MAX_TOTAL_CACHED_BYTES => st.too_large_at = Some(version),
             Ok(Some(copy)) if st.version == version && st.writers == 0 => {
                 st.copy = Some(Arc::new(copy));
                 self.loads.fetch_add(1, Ordering::Relaxed);
@@ -250,24 +279,24 @@ impl CachedTables {
     }
 
     /// The whole table at a fresh timestamp, or None if it holds more than
-    /// [`MAX_CACHED_BYTES`].
-    async fn read_table(&self, id: i64) -> Result<Option<Snapshot>> {
+    /// [`MAX_CACHED_BYTES`] (also how `ALTER TABLE .. CACHE` checks the size).
+    pub async fn read_table(&self, id: i64) -> Result<Option<Snapshot>> {
         let opts =
             TxnOptions { mode: LockMode::Optimistic, isolation: Isolation::RepeatableRead, lock_wait_timeout_ms: 0 };
         let txn = Transaction::begin(self.client.clone(), self.oracle.clone(), opts).await?;
         let r = table_pairs(&txn, id, MAX_CACHED_BYTES).await;
         let _ = txn.rollback().await;
-        Ok(r?.map(|(pairs, ts)| Snapshot { ts, pairs }))
+        Ok(r?.map(|(pairs, ts, bytes)| Snapshot { ts, pairs, bytes }))
     }
 }
 
-/// Every pair of table `id` as `txn` reads them, with the read timestamp, or None past
-/// `max` bytes.
-pub async fn table_pairs(
+/// Every pair of table `id` as `txn` reads them, with the read timestamp and their bytes,
+/// or None past `max` bytes.
+async fn table_pairs(
     txn: &Transaction,
     id: i64,
     max: usize,
-) -> Result<Option<(BTreeMap<Vec<u8>, Vec<u8>>, Timestamp)>> {
+) -> Result<Option<(BTreeMap<Vec<u8>, Vec<u8>>, Timestamp, usize)>> {
     let prefix = strata_codec::keys::table_prefix(TableId(id));
     let end = strata_codec::keys::prefix_end(&prefix);
     let mut start = prefix;
@@ -285,7 +314,7 @@ pub async fn table_pairs(
             pairs.insert(k, v);
         }
         if n < LOAD_CHUNK {
-            return Ok(Some((pairs, txn.read_ts())));
+            return Ok(Some((pairs, txn.read_ts(), bytes)));
         }
         start.push(0);
     }

@@ -162,6 +162,11 @@ impl ReadCounters {
         self.counts[kind as usize].load(Ordering::Relaxed)
     }
 
+    /// Rows read from the store by key or in order (the slow log's Rows_examined).
+    pub fn rows_read(&self) -> u64 {
+        self.get(Read::Key) + self.get(Read::Next) + self.get(Read::RndNext)
+    }
+
     /// Sets every count to zero (FLUSH STATUS).
     pub fn reset(&self) {
         for c in &self.counts {

@@ -1311,9 +1311,7 @@ impl Session {
         self.plan_slot =
             if matches!(*stmt, ast::Statement::Query(_)) { self.plan_cache_slot(&sql, params) } else { None };
         let r = self.run_with(&stmt, params, sink).await;
-        let r = [r];
-        self.summarize(&sql, digest.as_deref(), &r);
-        let [r] = r;
+        self.summarize(&sql, digest.as_deref(), std::slice::from_ref(&r));
         self.plan_slot = None;
         self.process.set_statement(None);
         r
@@ -1322,12 +1320,9 @@ impl Session {
     /// Starts timing a statement for its summary (the start of a client command, or of one
     /// statement of a text of several).
     fn start_timing(&mut self) {
-        let reads = &self.reads;
         self.timing = StatementTiming {
             started: Some(std::time::Instant::now()),
-            reads_before: reads.get(context::Read::Key)
-                + reads.get(context::Read::Next)
-                + reads.get(context::Read::RndNext),
+            reads_before: self.reads.rows_read(),
             ..Default::default()
         };
     }
@@ -1360,10 +1355,7 @@ impl Session {
                 }
             }
         }
-        let reads = &self.reads;
-        let examined =
-            (reads.get(context::Read::Key) + reads.get(context::Read::Next) + reads.get(context::Read::RndNext))
-                .saturating_sub(self.timing.reads_before);
+        let examined = self.reads.rows_read().saturating_sub(self.timing.reads_before);
         let compile = std::time::Duration::from_nanos(self.compile_nanos.load(Ordering::Relaxed));
         let from_cache = self.plan_slot.as_ref().is_some_and(|s| s.hit.load(Ordering::Relaxed));
         let now_us = std::time::SystemTime::now()
@@ -2015,15 +2007,7 @@ impl Session {
             return Ok(QueryResult::ok(0));
         }
         if stmt.cache {
-            let opts = strata_txn::TxnOptions {
-                mode: LockMode::Optimistic,
-                isolation: strata_txn::Isolation::RepeatableRead,
-                lock_wait_timeout_ms: 0,
-            };
-            let txn = Transaction::begin(engine.client.clone(), engine.oracle.clone(), opts).await?;
-            let fits = crate::cached_table::table_pairs(&txn, table.id, crate::cached_table::MAX_CACHED_BYTES).await;
-            let _ = txn.rollback().await;
-            if fits?.is_none() {
+            if engine.cached.read_table(table.id).await?.is_none() {
                 return Err(crate::cached_table::refused("table too large"));
             }
             // Registered before the definition is published: a commit running now either

@@ -234,6 +234,7 @@ struct Row {
     max_parse: u64,
     sum_compile: u64,
     max_compile: u64,
+    max_execute: u64,
     sum_lock: u64,
     max_lock: u64,
     sum_affected: u64,
@@ -383,6 +384,7 @@ impl StmtSummary {
         let window = &mut state.current;
         let key = (e.schema.map(str::to_string), e.digest.hex.clone());
         let latency = nanos(e.latency);
+        let execute = latency.saturating_sub(nanos(e.parse)).saturating_sub(nanos(e.compile));
         if let Some(row) = window.rows.get_mut(&key) {
             row.exec_count += 1;
             row.sum_errors += u64::from(e.failed);
@@ -394,6 +396,7 @@ impl StmtSummary {
             row.max_parse = row.max_parse.max(nanos(e.parse));
             row.sum_compile += nanos(e.compile);
             row.max_compile = row.max_compile.max(nanos(e.compile));
+            row.max_execute = row.max_execute.max(execute);
             row.sum_lock += nanos(e.lock);
             row.max_lock = row.max_lock.max(nanos(e.lock));
             row.sum_affected += e.affected_rows;
@@ -436,6 +439,7 @@ impl StmtSummary {
             max_parse: nanos(e.parse),
             sum_compile: nanos(e.compile),
             max_compile: nanos(e.compile),
+            max_execute: execute,
             sum_lock: nanos(e.lock),
             max_lock: nanos(e.lock),
             sum_affected: e.affected_rows,
@@ -541,7 +545,6 @@ fn datetime(us: i64) -> Value {
 fn row_values(w: &Window, r: &Row) -> Vec<Value> {
     let n = r.exec_count.max(1);
     let avg = |sum: u64| Value::UInt(sum / n);
-    let execute = |total: u64, parse: u64, compile: u64| total.saturating_sub(parse).saturating_sub(compile);
     vec![
         datetime(w.begin_us),
         datetime(w.end_us),
@@ -563,9 +566,8 @@ fn row_values(w: &Window, r: &Row) -> Vec<Value> {
         Value::UInt(r.max_parse),
         avg(r.sum_compile),
         Value::UInt(r.max_compile),
-        avg(execute(r.sum_latency, r.sum_parse, r.sum_compile)),
-        // The slowest execution's execute time is not kept apart; its whole latency bounds it.
-        Value::UInt(execute(r.max_latency, 0, 0)),
+        avg(r.sum_latency.saturating_sub(r.sum_parse).saturating_sub(r.sum_compile)),
+        Value::UInt(r.max_execute),
         avg(r.sum_lock),
         Value::UInt(r.max_lock),
         Value::Double(r.sum_affected as f64 / n as f64),

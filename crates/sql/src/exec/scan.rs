@@ -259,8 +259,7 @@ impl<'p> ScanStream<'p> {
             return None;
         }
         let cached = crate::context::cached_tables()?;
-        let prefix = strata_codec::keys::table_prefix(self.table.table_id());
-        if ctx.txn.writes_in(&prefix, &strata_codec::keys::prefix_end(&prefix)) {
+        if !cached.readable_in(self.table.id, ctx.txn) {
             return None;
         }
         cached.copy_for(self.table.id, ctx.txn.read_ts())
