@@ -118,8 +118,17 @@ pub trait Client: Send + Sync + 'static {
     /// Prewrites mutations: checks for conflicts and leaves locks with the staged values.
     async fn prewrite(&self, req: std::sync::Arc<PrewriteRequest>) -> Result<()>;
     /// Commits keys prewritten by `start_ts` at `commit_ts`. Committing the primary key is the
-    /// transaction's commit point. Durable when this returns.
+    /// transaction's commit point. Durable when this returns (others may see the change and
+    /// take its keys' locks a little earlier: group commit syncs after the locks go).
     async fn commit(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp) -> Result<()>;
+    /// Waits until the lock `start_ts` holds on `key` is gone (committed, rolled back or
+    /// resolved), at most `max`: what a reader does when the lock's transaction is alive,
+    /// instead of sleeping out a fixed backoff.
+    async fn wait_for_lock(&self, key: &[u8], start_ts: Timestamp, max: std::time::Duration) -> Result<()>;
+    /// Returns once every commit that returned before the call is durable. A change can be
+    /// read before its commit is (see `commit`); what copies such a read to disk outside
+    /// the store (a columnar replica's file) calls this first.
+    async fn sync_commits(&self) -> Result<()>;
     /// Rolls back the locks of `start_ts` on `keys`, leaving a record that stops a late
     /// prewrite from succeeding.
     async fn rollback(&self, keys: &[Vec<u8>], start_ts: Timestamp) -> Result<()>;

@@ -4,6 +4,7 @@
 //! this crate knows which one it talks to.
 
 pub mod client;
+pub mod metrics;
 
 pub use client::{
     ChangeSink, Client, CommittedChange, LockMode, Mutation, Oracle, PessimisticLockRequest, PrewriteRequest, TxnStatus,

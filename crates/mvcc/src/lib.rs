@@ -2,6 +2,7 @@
 //! in-process implementation of `kv::Client` and `kv::Oracle` that the embedded server uses.
 
 pub mod gc;
+pub mod group_sync;
 pub mod latches;
 pub mod local;
 pub mod lock_manager;

@@ -1,11 +1,12 @@
 //! `LocalClient`: the embedded implementation of `kv::Client`, calling `MvccStore` in process.
 //!
-//! Write commands run on tokio's blocking pool: they may wait on key latches or on a WAL
-//! fsync, and several commits syncing at once share one fsync (RocksDB write groups). Only
-//! `commit` (and lock resolution) writes data to the engine and syncs; locks are held in
-//! memory (`lock_table`). Reads run inline, and so do pessimistic locks and prewrites of a
-//! few keys whose latches are free (they write nothing to disk, so nothing they do waits):
-//! a hand-off to the pool and back costs more than the command.
+//! Write commands run on tokio's blocking pool when they may wait on key latches. Only
+//! `commit` (and lock resolution) writes data to the engine; locks are held in memory
+//! (`lock_table`). A commit writes without syncing, releases its locks, wakes their
+//! waiters, and then waits for group commit's shared WAL fsync (`group_sync`) before it
+//! returns. Reads run inline, and so do pessimistic locks, prewrites and commits of a few
+//! keys whose latches are free (nothing they do waits for the disk): a hand-off to the
+//! pool and back costs more than the command.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -152,10 +153,43 @@ impl Client for LocalClient {
     }
 
     async fn commit(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp) -> Result<()> {
-        let (store, k, sync) = (self.store.clone(), keys.to_vec(), self.sync);
-        blocking(move || store.commit(&k, start_ts, commit_ts, sync)).await?;
+        // The write (memtable and WAL buffer, no fsync) runs inline when it is small and its
+        // latches are free, like the lock commands; the fsync is group commit's, after the
+        // locks are gone and their waiters woken.
+        let inline =
+            if keys.len() <= INLINE_KEYS { self.store.try_commit_unsynced(keys, start_ts, commit_ts) } else { None };
+        match inline {
+            Some(done) => done?,
+            None => {
+                let (store, k) = (self.store.clone(), keys.to_vec());
+                blocking(move || store.commit_unsynced(&k, start_ts, commit_ts)).await?;
+            }
+        }
         self.locks.wake(keys);
+        if self.sync {
+            self.store.sync_commits().await?;
+        }
         Ok(())
+    }
+
+    async fn wait_for_lock(&self, key: &[u8], start_ts: Timestamp, max: Duration) -> Result<()> {
+        let notify = self.locks.notifier(key);
+        let released = notify.notified();
+        tokio::pin!(released);
+        // Enabled before the check, so a release between the two still wakes us.
+        released.as_mut().enable();
+        if !self.store.holds_lock(key, start_ts) {
+            // Gone already: drop the notifier just made (waking anyone else on the key,
+            // who checks again).
+            self.locks.wake(&[key]);
+            return Ok(());
+        }
+        let _ = tokio::time::timeout(max, released).await;
+        Ok(())
+    }
+
+    async fn sync_commits(&self) -> Result<()> {
+        self.store.sync_commits().await
     }
 
     async fn rollback(&self, keys: &[Vec<u8>], start_ts: Timestamp) -> Result<()> {

@@ -17,6 +17,7 @@ use strata_common::{Error, LockInfo, Result, Timestamp};
 use strata_kv::{ChangeSink, CommittedChange, LockMode, Mutation, PessimisticLockRequest, PrewriteRequest, TxnStatus};
 use strata_storage::{Cf, Cursor, Engine};
 
+use crate::group_sync::GroupSync;
 use crate::latches::Latches;
 use crate::lock_table::{Changes, Held, LockTable};
 use crate::records::{
@@ -38,6 +39,8 @@ pub struct MvccStore {
     sink: parking_lot::RwLock<Option<Arc<dyn ChangeSink>>>,
     /// What GC needs to know to skip a pass that could remove nothing (`gc`).
     pub(crate) gc_state: crate::gc::GcState,
+    /// Group commit: commits write unsynced, then wait here for a shared WAL fsync.
+    group: GroupSync,
 }
 
 /// The error of a checked read (`get_at`) that found `key` committed at `commit_ts`, after
@@ -124,7 +127,9 @@ impl MvccStore {
     pub fn open(engine: Arc<dyn Engine>) -> Result<MvccStore> {
         build_latest(engine.as_ref())?;
         let locks = LockTable::load(engine.as_ref())?;
+        let group = GroupSync::start(&engine)?;
         Ok(MvccStore {
+            group,
             engine,
             latches: Latches::default(),
             locks,
@@ -616,9 +621,46 @@ impl MvccStore {
         self.apply(changes, sync)
     }
 
-    /// Commits keys of `start_ts` at `commit_ts` (durable when it returns if `sync`).
+    /// Commits keys of `start_ts` at `commit_ts` (durable when it returns if `sync`). The
+    /// change is visible and its locks are gone before the fsync starts, and the latches are
+    /// not held across it: see `group_sync`.
     pub fn commit(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp, sync: bool) -> Result<()> {
+        self.commit_unsynced(keys, start_ts, commit_ts)?;
+        if sync {
+            self.group.sync_blocking()?;
+        }
+        Ok(())
+    }
+
+    /// Returns once every commit that returned before the call is durable (group commit).
+    pub async fn sync_commits(&self) -> Result<()> {
+        self.group.sync().await
+    }
+
+    /// `commit` without waiting for durability: the caller waits with `sync_commits`
+    /// before it tells anyone the transaction committed.
+    pub fn commit_unsynced(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp) -> Result<()> {
         let _g = self.latches.acquire(keys.iter());
+        self.commit_latched(keys, start_ts, commit_ts)
+    }
+
+    /// `commit_unsynced` if its latches are free now; None (nothing done) if one is held.
+    pub fn try_commit_unsynced(
+        &self,
+        keys: &[Vec<u8>],
+        start_ts: Timestamp,
+        commit_ts: Timestamp,
+    ) -> Option<Result<()>> {
+        let _g = self.latches.try_acquire(keys.iter())?;
+        Some(self.commit_latched(keys, start_ts, commit_ts))
+    }
+
+    /// Whether `start_ts` holds a lock on `key` now.
+    pub fn holds_lock(&self, key: &[u8], start_ts: Timestamp) -> bool {
+        self.locks.get_if(key, |l| l.start_ts == start_ts).is_some()
+    }
+
+    fn commit_latched(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp) -> Result<()> {
         let mut changes = Changes::default();
         // Read once per command: the feed's subscriber does not change under a commit.
         let sink = self.sink.read().clone();
@@ -637,7 +679,7 @@ impl MvccStore {
                 },
             }
         }
-        self.apply(changes, sync)
+        self.apply(changes, false)
     }
 
     /// Turns `key`'s prewrite lock `held` into a commit record at `commit_ts`, with its value

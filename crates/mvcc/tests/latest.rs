@@ -216,6 +216,9 @@ impl Engine for Counting {
     fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
         self.inner.write(batch, sync)
     }
+    fn sync_wal(&self) -> Result<()> {
+        self.inner.sync_wal()
+    }
     fn compact_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<()> {
         self.inner.compact_range(cf, start, end)
     }

@@ -199,19 +199,30 @@ async fn prepare(
         done.unwrap_or_default(),
         started.elapsed()
     );
-    write(&store, &replica, std::time::Duration::ZERO).await;
+    write(&sql, &store, &replica, std::time::Duration::ZERO).await;
 }
 
 /// Writes a replica's file if its stable part changed since; a replica without a usable
 /// file holds GC back nowhere.
-async fn write(store: &Arc<ReplicaStore>, replica: &Arc<replica::TableReplica>, every: std::time::Duration) {
-    let (s, r) = (store.clone(), replica.clone());
-    match tokio::task::spawn_blocking(move || s.persist(&r, every)).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => {
-            tracing::warn!("columnar replica of table {} not written (retried later): {e}", replica.table_id())
+async fn write(
+    sql: &Engine,
+    store: &Arc<ReplicaStore>,
+    replica: &Arc<replica::TableReplica>,
+    every: std::time::Duration,
+) {
+    // The stable part may hold changes whose commits are not durable yet (group commit
+    // shows a change before its fsync): a file must not outlive a change a crash takes back.
+    if store.persist_due(replica, every) {
+        let (s, r) = (store.clone(), replica.clone());
+        let written = match sql.client.sync_commits().await {
+            Ok(()) => tokio::task::spawn_blocking(move || s.persist(&r, every))
+                .await
+                .unwrap_or_else(|e| Err(Error::internal(format!("columnar replica write task failed: {e}")))),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
+            tracing::warn!("columnar replica of table {} not written (retried later): {e}", replica.table_id());
         }
-        Err(e) => tracing::warn!("columnar replica write task failed: {e}"),
     }
     if replica.is_built() && (store.dir().is_none() || !replica.on_disk()) {
         replica.release_gc();
@@ -280,7 +291,7 @@ async fn compact_all(sql: &Engine, replicas: &Arc<ReplicaStore>) -> Result<()> {
             replicas.count_compaction();
             tracing::debug!("columnar replica of table {} compacted up to {upto:?}", r.table_id());
         }
-        write(replicas, &r, replica::PERSIST_EVERY).await;
+        write(sql, replicas, &r, replica::PERSIST_EVERY).await;
     }
     Ok(())
 }

@@ -107,6 +107,7 @@ impl Metrics {
             self.plan_cache_misses.load(Ordering::Relaxed)
         );
         strata_txn::metrics::METRICS.render(&mut out);
+        strata_kv::metrics::GROUP_COMMIT.render(&mut out);
         out
     }
 }

@@ -122,6 +122,10 @@ pub trait Engine: Send + Sync + 'static {
     /// Applies a batch atomically. With `sync`, it is durable (WAL fsynced) when this returns;
     /// concurrent synced writers share one fsync.
     fn write(&self, batch: WriteBatch, sync: bool) -> Result<()>;
+    /// Makes every write that returned before this call durable (fsyncs the WAL). Group
+    /// commit (`mvcc::group_sync`) writes without `sync` and then calls this once for all
+    /// the commits that wrote meanwhile.
+    fn sync_wal(&self) -> Result<()>;
     /// Rewrites the files holding `[start, end)` so space that deletions freed there goes
     /// back to the file system now rather than when background compaction gets to it.
     fn compact_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<()>;

@@ -65,6 +65,10 @@ impl Engine for MemoryEngine {
         Ok(Box::new(MemCursor { entries, pos: usize::MAX }))
     }
 
+    fn sync_wal(&self) -> Result<()> {
+        Ok(()) // nothing is durable here
+    }
+
     fn write(&self, batch: WriteBatch, _sync: bool) -> Result<()> {
         let mut cfs = self.cfs.write();
         for op in batch.ops {

@@ -19,11 +19,17 @@ pub struct TxnMetrics {
     pub pessimistic_lock: Histogram,
     /// Two-phase commits that wrote something: prewrite, commit timestamp, commit.
     pub commit: Histogram,
+    /// Reads held up by another transaction's lock: each resolution or wait for it to go.
+    pub read_lock_wait: Histogram,
 }
 
 /// The process's transaction metrics.
-pub static METRICS: TxnMetrics =
-    TxnMetrics { tso_wait: Histogram::new(), pessimistic_lock: Histogram::new(), commit: Histogram::new() };
+pub static METRICS: TxnMetrics = TxnMetrics {
+    tso_wait: Histogram::new(),
+    pessimistic_lock: Histogram::new(),
+    commit: Histogram::new(),
+    read_lock_wait: Histogram::new(),
+};
 
 impl TxnMetrics {
     /// Appends the histograms in Prometheus's text format.
@@ -39,6 +45,11 @@ impl TxnMetrics {
                 "strata_txn_commit_duration_seconds",
                 "Two-phase commits of transactions that wrote: prewrite to durable commit.",
                 &self.commit,
+            ),
+            (
+                "strata_txn_read_lock_wait_duration_seconds",
+                "Reads held up by another transaction's lock: resolving it or waiting for it to go.",
+                &self.read_lock_wait,
             ),
         ];
         for (name, help, h) in metrics {

@@ -231,7 +231,10 @@ impl Transaction {
         loop {
             match read().await {
                 Err(Error::KeyLocked(lock)) if attempt < MAX_RESOLVE_ATTEMPTS => {
-                    resolve_lock(self.client.as_ref(), self.oracle.as_ref(), &lock, attempt).await?;
+                    let started = std::time::Instant::now();
+                    let resolved = resolve_lock(self.client.as_ref(), self.oracle.as_ref(), &lock, attempt).await;
+                    crate::metrics::METRICS.read_lock_wait.observe(started.elapsed());
+                    resolved?;
                     attempt += 1;
                 }
                 other => return other,

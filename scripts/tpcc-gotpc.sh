@@ -1,0 +1,38 @@
+#!/bin/bash
+# go-tpc TPC-C on one server: a fresh database, `go-tpc tpcc prepare` (timed), then one run per
+# thread count, each printing tpmC (go-tpc's summary line) and the client's CPU seconds.
+# Strata is started here on port 4700 with a fresh data dir and stopped after; MariaDB must be
+# running on 127.0.0.1:3307 (shared/tools/start-mariadb.sh). Durable commits on both.
+#
+# usage: tpcc-gotpc.sh strata BIN LABEL | tpcc-gotpc.sh mariadb - LABEL
+# env: GOTPC [~/go-tpc/go-tpc]  WAREHOUSES [4]  THREADS ["8 32"]  TIME [60s]  RI [0: no
+#      per-interval lines; N: New-Order every N s]  DATA [/tmp/strata-tpcc]
+set -u
+KIND=$1; BIN=$2; LABEL=$3
+GOTPC=${GOTPC:-$HOME/go-tpc/go-tpc}; W=${WAREHOUSES:-4}; THREADS=${THREADS:-"8 32"}; T=${TIME:-60s}
+stop_strata() { pkill -f "server --port 4700 --status"; while pgrep -f "server --port 4700 --status" >/dev/null; do sleep 0.5; done; }
+if [ "$KIND" = strata ]; then
+  PORT=4700
+  stop_strata
+  DATA=${DATA:-/tmp/strata-tpcc}; rm -rf "$DATA"; mkdir -p "$DATA"
+  "$BIN" server --port $PORT --status-port 10090 --data-dir "$DATA" > "$DATA.$LABEL.log" 2>&1 &
+  for _ in $(seq 120); do mysql -h127.0.0.1 -P$PORT -uroot -e "select 1" >/dev/null 2>&1 && break; sleep 0.5; done
+else
+  PORT=3307
+fi
+mysql -h127.0.0.1 -P$PORT -uroot -e "drop database if exists tpcc; create database tpcc"
+S=$(date +%s.%N)
+"$GOTPC" tpcc prepare --warehouses "$W" -H 127.0.0.1 -P $PORT -D tpcc -T 4 --no-check >/dev/null 2>&1
+E=$(date +%s.%N)
+echo "$LABEL prepare ${W}wh $(echo "$E - $S" | bc) s"
+for th in $THREADS; do
+  OUT=$(mktemp)
+  /usr/bin/time -f "%U %S" -o "$OUT.cpu" "$GOTPC" tpcc run --warehouses "$W" -H 127.0.0.1 -P $PORT -D tpcc \
+    -T "$th" --time "$T" --interval "${RI:-10}s" > "$OUT" 2>&1
+  [ "${RI:-0}" != 0 ] && grep -E '^\[Current\] NEW_ORDER' "$OUT" | sed "s/^/$LABEL ${th}t /"
+  TPMC=$(grep -E '^tpmC:' "$OUT" | tail -1)
+  echo "$LABEL ${th} threads: $TPMC | client cpu s: $(cat "$OUT.cpu")"
+  rm -f "$OUT" "$OUT.cpu"
+done
+[ "$KIND" = strata ] && stop_strata
+exit 0
