@@ -7,6 +7,7 @@
 # usage: tpcc-gotpc.sh strata BIN LABEL | tpcc-gotpc.sh mariadb - LABEL
 # env: GOTPC [~/go-tpc/go-tpc]  WAREHOUSES [4]  THREADS ["8 32"]  TIME [60s]  RI [0: no
 #      per-interval lines; N: New-Order every N s]  DATA [/tmp/strata-tpcc]
+#      METRICS [unset; a file: Strata's /metrics after the runs go there]
 set -u
 KIND=$1; BIN=$2; LABEL=$3
 GOTPC=${GOTPC:-$HOME/go-tpc/go-tpc}; W=${WAREHOUSES:-4}; THREADS=${THREADS:-"8 32"}; T=${TIME:-60s}
@@ -34,5 +35,8 @@ for th in $THREADS; do
   echo "$LABEL ${th} threads: $TPMC | client cpu s: $(cat "$OUT.cpu")"
   rm -f "$OUT" "$OUT.cpu"
 done
-[ "$KIND" = strata ] && stop_strata
+if [ "$KIND" = strata ]; then
+  [ -n "${METRICS:-}" ] && curl -s http://127.0.0.1:10090/metrics > "$METRICS"
+  stop_strata
+fi
 exit 0

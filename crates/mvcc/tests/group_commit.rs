@@ -127,7 +127,7 @@ async fn a_reader_waits_for_the_lock_to_go_not_for_the_whole_backoff() {
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!waiting.is_finished(), "returned while the lock was held");
-    c.commit(&[key.clone()], ts(10), ts(11)).await.expect("commit");
+    c.commit(std::slice::from_ref(&key), ts(10), ts(11)).await.expect("commit");
     waiting.await.expect("join").expect("wait");
     assert!(started.elapsed() < Duration::from_secs(10), "waited out the backoff instead of the lock");
 }

@@ -433,16 +433,17 @@ impl ReplicaStore {
 
     /// Whether `persist` would write `r`'s file now.
     pub fn persist_due(&self, r: &TableReplica, every: Duration) -> bool {
-        let changed = {
+        // One lock at a time (`persist` takes `persisted` before `state`).
+        let gen = {
             let st = r.state.read();
-            st.stable.is_some() && st.gen != *r.persisted.lock()
+            st.stable.as_ref().map(|_| st.gen)
         };
+        let changed = gen.is_some_and(|g| g != *r.persisted.lock());
         self.dir.is_some() && changed && !r.last_write.lock().is_some_and(|t| t.elapsed() < every)
     }
 
     /// Writes `r`'s stable part to disk if it changed since the file was written and the
     /// file is older than `every` (zero: whenever it changed). Returns whether it wrote.
-
     pub fn persist(&self, r: &TableReplica, every: Duration) -> Result<bool> {
         let Some(dir) = &self.dir else { return Ok(false) };
         let mut on_disk = r.persisted.lock();
