@@ -7,7 +7,8 @@
 # usage: tpcc-gotpc.sh strata BIN LABEL | tpcc-gotpc.sh mariadb - LABEL
 # env: GOTPC [~/go-tpc/go-tpc]  WAREHOUSES [4]  THREADS ["8 32"]  TIME [60s]  RI [0: no
 #      per-interval lines; N: New-Order every N s]  DATA [/tmp/strata-tpcc]
-#      METRICS [unset; a file: Strata's /metrics after the runs go there]
+#      METRICS [unset; a file: Strata's /metrics after the runs go there, and after the
+#      prepare to FILE.prepared]
 set -u
 KIND=$1; BIN=$2; LABEL=$3
 GOTPC=${GOTPC:-$HOME/go-tpc/go-tpc}; W=${WAREHOUSES:-4}; THREADS=${THREADS:-"8 32"}; T=${TIME:-60s}
@@ -26,6 +27,7 @@ S=$(date +%s.%N)
 "$GOTPC" tpcc prepare --warehouses "$W" -H 127.0.0.1 -P $PORT -D tpcc -T 4 --no-check >/dev/null 2>&1
 E=$(date +%s.%N)
 echo "$LABEL prepare ${W}wh $(echo "$E - $S" | bc) s"
+[ "$KIND" = strata ] && [ -n "${METRICS:-}" ] && curl -s http://127.0.0.1:10090/metrics > "$METRICS.prepared"
 for th in $THREADS; do
   OUT=$(mktemp)
   /usr/bin/time -f "%U %S" -o "$OUT.cpu" "$GOTPC" tpcc run --warehouses "$W" -H 127.0.0.1 -P $PORT -D tpcc \
