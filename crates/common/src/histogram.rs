@@ -56,6 +56,13 @@ impl Histogram {
         Duration::from_nanos(self.sum_nanos.load(Ordering::Relaxed))
     }
 
+    /// Appends metric family `name` whole: its `# HELP` and `# TYPE` lines, then the
+    /// unlabelled series (`render`).
+    pub fn render_family(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        self.render(out, name, "");
+    }
+
     /// Appends the histogram's `_bucket`, `_sum` and `_count` lines for metric `name` with
     /// `labels` (`key="value",...`, may be empty).
     pub fn render(&self, out: &mut String, name: &str, labels: &str) {

@@ -20,11 +20,11 @@ pub static GROUP_COMMIT: SyncMetrics =
 impl SyncMetrics {
     /// Appends the metrics in Prometheus's text format.
     pub fn render(&self, out: &mut String) {
-        let name = "strata_wal_fsync_duration_seconds";
-        out.push_str(&format!(
-            "# HELP {name} WAL fsyncs of group commit (each makes every commit queued before it durable).\n# TYPE {name} histogram\n"
-        ));
-        self.fsync.render(out, name, "");
+        self.fsync.render_family(
+            out,
+            "strata_wal_fsync_duration_seconds",
+            "WAL fsyncs of group commit (each makes every commit queued before it durable).",
+        );
         let name = "strata_wal_sync_waits_total";
         out.push_str(&format!(
             "# HELP {name} Commits (and other writers) that waited for a WAL fsync.\n# TYPE {name} counter\n{name} {}\n",

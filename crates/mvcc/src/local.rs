@@ -173,13 +173,16 @@ impl Client for LocalClient {
     }
 
     async fn wait_for_lock(&self, key: &[u8], start_ts: Timestamp, max: Duration) -> Result<()> {
+        if !self.store.holds_lock(key, start_ts) {
+            return Ok(());
+        }
         let notify = self.locks.notifier(key);
         let released = notify.notified();
         tokio::pin!(released);
-        // Enabled before the check, so a release between the two still wakes us.
+        // Enabled before the second check, so a release between the two still wakes us.
         released.as_mut().enable();
         if !self.store.holds_lock(key, start_ts) {
-            // Gone already: drop the notifier just made (waking anyone else on the key,
+            // Gone meanwhile: drop the notifier just made (waking anyone else on the key,
             // who checks again).
             self.locks.wake(&[key]);
             return Ok(());

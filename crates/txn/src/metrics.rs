@@ -53,8 +53,7 @@ impl TxnMetrics {
             ),
         ];
         for (name, help, h) in metrics {
-            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} histogram\n"));
-            h.render(out, name, "");
+            h.render_family(out, name, help);
         }
     }
 }
