@@ -8,25 +8,38 @@
 # env: GOTPC [~/go-tpc/go-tpc]  WAREHOUSES [4]  THREADS ["8 32"]  TIME [60s]  RI [0: no
 #      per-interval lines; N: New-Order every N s]  DATA [/tmp/strata-tpcc]
 #      METRICS [unset; a file: Strata's /metrics after the runs go there, and after the
-#      prepare to FILE.prepared]
+#      prepare to FILE.prepared]  SNAPSHOT [unset; Strata only: a directory the prepared
+#      data dir is copied to, or, when it exists, copied from instead of preparing, so
+#      A/B runs of two builds start from the same data]
 set -u
 KIND=$1; BIN=$2; LABEL=$3
 GOTPC=${GOTPC:-$HOME/go-tpc/go-tpc}; W=${WAREHOUSES:-4}; THREADS=${THREADS:-"8 32"}; T=${TIME:-60s}
 stop_strata() { pkill -f "server --port 4700 --status"; while pgrep -f "server --port 4700 --status" >/dev/null; do sleep 0.5; done; }
+start_strata() {
+  "$BIN" server --port $PORT --status-port 10090 --data-dir "$DATA" >> "$DATA.$LABEL.log" 2>&1 &
+  for _ in $(seq 120); do mysql -h127.0.0.1 -P$PORT -uroot -e "select 1" >/dev/null 2>&1 && break; sleep 0.5; done
+}
+SNAP=""
 if [ "$KIND" = strata ]; then
   PORT=4700
   stop_strata
-  DATA=${DATA:-/tmp/strata-tpcc}; rm -rf "$DATA"; mkdir -p "$DATA"
-  "$BIN" server --port $PORT --status-port 10090 --data-dir "$DATA" > "$DATA.$LABEL.log" 2>&1 &
-  for _ in $(seq 120); do mysql -h127.0.0.1 -P$PORT -uroot -e "select 1" >/dev/null 2>&1 && break; sleep 0.5; done
+  DATA=${DATA:-/tmp/strata-tpcc}; rm -rf "$DATA"
+  SNAP=${SNAPSHOT:-}
+  if [ -n "$SNAP" ] && [ -d "$SNAP" ]; then cp -a "$SNAP" "$DATA"; else mkdir -p "$DATA"; fi
+  start_strata
 else
   PORT=3307
 fi
-mysql -h127.0.0.1 -P$PORT -uroot -e "drop database if exists tpcc; create database tpcc"
-S=$(date +%s.%N)
-"$GOTPC" tpcc prepare --warehouses "$W" -H 127.0.0.1 -P $PORT -D tpcc -T 4 --no-check >/dev/null 2>&1
-E=$(date +%s.%N)
-echo "$LABEL prepare ${W}wh $(echo "$E - $S" | bc) s"
+if [ -n "$SNAP" ] && [ -d "$SNAP" ]; then
+  echo "$LABEL data from $SNAP"
+else
+  mysql -h127.0.0.1 -P$PORT -uroot -e "drop database if exists tpcc; create database tpcc"
+  S=$(date +%s.%N)
+  "$GOTPC" tpcc prepare --warehouses "$W" -H 127.0.0.1 -P $PORT -D tpcc -T 4 --no-check >/dev/null 2>&1
+  E=$(date +%s.%N)
+  echo "$LABEL prepare ${W}wh $(echo "$E - $S" | bc) s"
+  if [ -n "$SNAP" ]; then stop_strata; cp -a "$DATA" "$SNAP"; start_strata; fi
+fi
 [ "$KIND" = strata ] && [ -n "${METRICS:-}" ] && curl -s http://127.0.0.1:10090/metrics > "$METRICS.prepared"
 for th in $THREADS; do
   OUT=$(mktemp)

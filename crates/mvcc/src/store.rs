@@ -503,8 +503,6 @@ impl MvccStore {
     ) -> Result<std::result::Result<Vec<Option<Vec<u8>>>, Blocked>> {
         let mut changes = Changes::default();
         let primary: Arc<[u8]> = req.primary.as_slice().into();
-        let bounds = Self::bounds(req.keys.iter().map(|k| k.as_slice()));
-        let mut shared = None;
         let mut values = Vec::with_capacity(req.keys.len());
         for key in &req.keys {
             let held = self.load_lock(key);
@@ -513,16 +511,21 @@ impl MvccStore {
                     return Ok(Err(Blocked { key: key.clone(), holder: h.lock.start_ts }));
                 }
             }
+            // Point reads only (no walk over the key's versions): the latest CF has the
+            // value and the newest Put or Delete; lock and rollback records are not
+            // conflicts here, as they change no value (TiKV reports a newer Lock record as
+            // a conflict, which only makes the statement retry for nothing).
             let enc = encode_user_key(key);
-            let h = self.history_in(&mut shared, &bounds, &enc, req.start_ts)?;
-            values.push(match &h.data {
-                Some(w) => self.value_of(&enc, w.as_ref())?,
+            let raw = self.engine.get(Cf::Latest, &enc)?;
+            let latest = raw.as_deref().map(split_latest).transpose()?;
+            values.push(match latest {
+                Some((_, w)) => self.value_of(&enc, w)?,
                 None => None,
             });
             if held.is_some() {
                 continue; // ours already
             }
-            if let Some((commit_ts, w)) = h.newest {
+            if let Some((commit_ts, w)) = latest {
                 if commit_ts > req.for_update_ts {
                     return Err(Error::WriteConflict {
                         start_ts: req.start_ts,
@@ -531,10 +534,12 @@ impl MvccStore {
                     });
                 }
                 if w.start_ts == req.start_ts {
-                    return Err(Error::TxnRolledBack(req.start_ts));
+                    return Err(Error::TxnRolledBack(req.start_ts)); // committed already
                 }
             }
-            if h.own.is_some() {
+            // A rollback of ours (its primary was found dead and rolled back): taking the
+            // lock again could let a transaction others have given up on commit.
+            if self.rolled_back(&enc, req.start_ts)? {
                 return Err(Error::TxnRolledBack(req.start_ts));
             }
             let lock = Lock {
@@ -549,6 +554,31 @@ impl MvccStore {
         }
         self.apply(changes, sync)?;
         Ok(Ok(values))
+    }
+
+    /// Whether `enc` has no record of `start_ts` and none committed after it: its newest
+    /// Put or Delete is older and there is no rollback at `start_ts`. False means "look
+    /// closer" (`history`), not that a record of `start_ts` exists.
+    fn untouched_since(&self, enc: &[u8], start_ts: Timestamp) -> Result<bool> {
+        if let Some(raw) = self.engine.get(Cf::Latest, enc)? {
+            if split_latest(&raw)?.0 >= start_ts {
+                return Ok(false);
+            }
+        }
+        Ok(!self.rolled_back(enc, start_ts)?)
+    }
+
+    /// Whether `start_ts` left a rollback record on `enc` (a point read: rollbacks are
+    /// written at the transaction's own start ts, where no commit record can be, as
+    /// timestamps are unique).
+    fn rolled_back(&self, enc: &[u8], start_ts: Timestamp) -> Result<bool> {
+        match self.engine.get(Cf::Write, &versioned(enc, start_ts))? {
+            Some(v) => {
+                let w = WriteRef::decode(&v)?;
+                Ok(w.kind == Kind::Rollback && w.start_ts == start_ts)
+            }
+            None => Ok(false),
+        }
     }
 
     /// Prewrite: checks conflicts on every key, then stages all values under locks.
@@ -580,6 +610,10 @@ impl MvccStore {
                 }
                 Some(h) => return Err(lock_info(key, &h.lock)),
                 None if must_hold => return Err(Error::TxnRolledBack(req.start_ts)),
+                // A key a pessimistic transaction writes without locking it (a non-unique
+                // index entry) is not checked for conflicts, only for a record of the
+                // transaction's own: point reads settle the usual case where there is none.
+                None if req.mode == LockMode::Pessimistic && self.untouched_since(&enc, req.start_ts)? => {}
                 None => {
                     let h = self.history_in(&mut shared, &bounds, &enc, req.start_ts)?;
                     if let Some((commit_ts, w)) = h.newest {

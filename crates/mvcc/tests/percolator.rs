@@ -159,6 +159,45 @@ async fn pessimistic_lock_returns_the_latest_committed_values() {
 }
 
 #[tokio::test]
+async fn a_rolled_back_transaction_cannot_lock_or_write_its_keys_again() {
+    let c = client();
+    let lock = |k: &str, start: u64, fu: u64| PessimisticLockRequest {
+        keys: vec![k.as_bytes().to_vec()],
+        primary: b"p".to_vec(),
+        start_ts: ts(start),
+        for_update_ts: ts(fu),
+        ttl_ms: 3000,
+        wait_timeout_ms: None,
+    };
+    c.pessimistic_lock(lock("p", 10, 10)).await.expect("lock p");
+    let mut p = (*prewrite(vec![put("p", "1")], ts(10), LockMode::Pessimistic)).clone();
+    p.locked = vec![true];
+    c.prewrite(Arc::new(p)).await.expect("prewrite p");
+    // Another transaction finds the primary expired and rolls it back.
+    let status = c.check_txn_status(b"p", ts(10), ts(10 + 5000)).await.expect("status");
+    assert_eq!(status, TxnStatus::RolledBack);
+    let again = c.pessimistic_lock(lock("p", 10, 12)).await;
+    assert!(matches!(again, Err(Error::TxnRolledBack(_))), "{again:?}");
+    // An unlocked write of the same transaction (a non-unique index entry) is refused too,
+    // where a rollback of it was recorded.
+    c.rollback(&[b"s".to_vec()], ts(10)).await.expect("rollback s");
+    let mut s = (*prewrite(vec![put("s", "1")], ts(10), LockMode::Pessimistic)).clone();
+    s.locked = vec![false];
+    let late = c.prewrite(Arc::new(s)).await;
+    assert!(matches!(late, Err(Error::TxnRolledBack(_))), "{late:?}");
+    // A pessimistic transaction's unlocked write of a key committed after it began goes
+    // through (no conflict check), and a Lock record newer than for_update_ts is not a
+    // conflict for a pessimistic lock: neither changed what the transaction read.
+    write(&c, vec![put("u", "1"), Mutation::Lock(b"w".to_vec())], 30, 31).await;
+    let mut u = (*prewrite(vec![put("u", "2")], ts(20), LockMode::Pessimistic)).clone();
+    u.locked = vec![false];
+    c.prewrite(Arc::new(u)).await.expect("unlocked write of a newer key");
+    c.commit(&[b"u".to_vec()], ts(20), ts(40)).await.expect("commit u");
+    assert_eq!(get(&c, "u", 50).await.expect("read").as_deref(), Some("2"));
+    c.pessimistic_lock(lock("w", 25, 25)).await.expect("lock over a newer Lock record");
+}
+
+#[tokio::test]
 async fn deadlock_victim_gets_an_error() {
     let c = client();
     let lock = |k: &str, start: u64, wait: Option<u64>| PessimisticLockRequest {
