@@ -17,7 +17,7 @@ use crate::binder::{split_name, Binder, Scope, ScopeColumn, SessionInfo};
 use crate::catalog::{default_value, Catalog, TableInfo};
 use crate::exec::{execute, scan, sort_by_keys, ExecCtx, TableRow};
 use crate::expr::{Expr, Row};
-use crate::plan::OutputColumn;
+use crate::plan::{OutputColumn, SubqueryPlan};
 use crate::result::QueryResult;
 use crate::table::{decode_row, encode_row, handle_of, index_entry, is_unique_entry, row_key};
 
@@ -42,6 +42,68 @@ pub(crate) enum OnDuplicate<'a> {
     /// Updates the conflicting row (ON DUPLICATE KEY UPDATE): assignments bound over the
     /// old row followed by the new one, and their subqueries.
     Update(&'a [(usize, Expr)], Arc<Vec<crate::plan::SubqueryPlan>>),
+}
+
+/// How a bound INSERT handles a duplicate (`OnDuplicate` without the assignments).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum DupMode {
+    Error,
+    Ignore,
+    Replace,
+    Update,
+}
+
+/// One bound VALUES cell: the expression with its subqueries, or None for DEFAULT.
+type BoundCell = Option<(Expr, Arc<Vec<SubqueryPlan>>)>;
+
+/// Where a bound INSERT's rows come from.
+pub(crate) enum InsertSource {
+    /// VALUES rows.
+    Values(Vec<Vec<BoundCell>>),
+    /// INSERT ... SELECT.
+    Query(Box<crate::plan::Query>),
+}
+
+/// A bound INSERT or REPLACE, parameters symbolic, so the executions of one prepared
+/// statement can share it (`crate::plan_cache`).
+pub struct InsertPlan {
+    table: Arc<TableInfo>,
+    /// The table column each source value goes to.
+    cols: Vec<usize>,
+    source: InsertSource,
+    /// ON DUPLICATE KEY UPDATE assignments (over the old row followed by the new one).
+    upsert: Vec<(usize, Expr)>,
+    upsert_subs: Arc<Vec<SubqueryPlan>>,
+    on_dup: DupMode,
+}
+
+/// The rows a bound single-table UPDATE or DELETE acts on: its access path, filters,
+/// order and limit.
+pub struct RowsPlan {
+    table: Arc<TableInfo>,
+    access: crate::plan::Access,
+    filter: Option<Expr>,
+    /// Conjuncts with subqueries, checked on the rows the scan returns.
+    residual: Option<Expr>,
+    order: SortKeys,
+    limit: Option<Expr>,
+    subs: Arc<Vec<SubqueryPlan>>,
+}
+
+impl RowsPlan {
+    /// The rows, locked (a current read), filtered, ordered and limited.
+    async fn select(&self, ctx: &mut ExecCtx<'_>) -> Result<Vec<TableRow>> {
+        let (table, order) = (&self.table, &self.order);
+        select_rows(ctx, table, &self.access, self.filter.as_ref(), self.residual.as_ref(), order, self.limit.as_ref())
+            .await
+    }
+}
+
+/// A bound single-table UPDATE.
+pub struct UpdatePlan {
+    scan: RowsPlan,
+    /// (column, value) assignments, over the old row.
+    assigns: Vec<(usize, Expr)>,
 }
 
 /// What storing rows did.
@@ -254,6 +316,13 @@ fn not_null_check(table: &TableInfo, row: &Row) -> Result<()> {
 impl DmlCtx<'_> {
     /// INSERT / REPLACE.
     pub async fn insert(&self, txn: &mut Transaction, ins: &ast::Insert) -> Result<QueryResult> {
+        let plan = self.plan_insert(ins)?.0;
+        self.run_insert(txn, &plan).await
+    }
+
+    /// Binds an INSERT (or REPLACE) against the catalog, parameters left symbolic; with the
+    /// reason it must not be cached, if one (`crate::plan_cache`).
+    pub(crate) fn plan_insert(&self, ins: &ast::Insert) -> Result<(InsertPlan, Option<String>)> {
         let ast::TableObject::TableName(name) = &ins.table else {
             return Err(Error::unsupported("INSERT INTO TABLE FUNCTION"));
         };
@@ -306,13 +375,12 @@ impl DmlCtx<'_> {
             }
             v
         };
-        // Source rows, as (column offset -> value or DEFAULT).
-        let mut source: Vec<Vec<Option<Value>>> = Vec::new();
         let empty = Scope::default();
-        match ins.source.as_deref() {
+        let no_subqueries: Arc<Vec<SubqueryPlan>> = Arc::new(Vec::new());
+        let source = match ins.source.as_deref() {
             Some(q) => match q.body.as_ref() {
                 ast::SetExpr::Values(values) => {
-                    let mut ctx = ExecCtx::new(txn, self.params, Arc::new(Vec::new()));
+                    let mut rows = Vec::with_capacity(values.rows.len());
                     for r in &values.rows {
                         let r = &r.content;
                         if r.len() != cols.len() {
@@ -328,12 +396,13 @@ impl DmlCtx<'_> {
                             } else {
                                 let bound = binder.expr(e, &empty)?;
                                 let subs = binder.take_subqueries()?;
-                                ctx.subqueries = subs;
-                                row.push(Some(ctx.eval(&bound, &Vec::new()).await?));
+                                let subs = if subs.is_empty() { no_subqueries.clone() } else { subs };
+                                row.push(Some((bound, subs)));
                             }
                         }
-                        source.push(row);
+                        rows.push(row);
                     }
+                    InsertSource::Values(rows)
                 }
                 _ => {
                     let query = binder.plan_query(q)?;
@@ -343,17 +412,14 @@ impl DmlCtx<'_> {
                             "Column count doesn't match value count at row 1",
                         ));
                     }
-                    let mut ctx = ExecCtx::new(txn, self.params, query.subqueries.clone());
-                    for r in execute(&query.plan, &mut ctx).await? {
-                        source.push(r.into_iter().map(Some).collect());
-                    }
+                    InsertSource::Query(Box::new(query))
                 }
             },
             None => return Err(Error::parse("INSERT without values")),
-        }
+        };
         // ON DUPLICATE KEY UPDATE assignments, bound over (old row ++ new row).
         let mut upsert: Vec<(usize, Expr)> = Vec::new();
-        let mut upsert_subs = Arc::new(Vec::new());
+        let mut upsert_subs = no_subqueries;
         if let Some(ast::OnInsert::DuplicateKeyUpdate(assigns)) = &ins.on {
             let mut scope = Binder::table_scope(&table, &table.name);
             for c in &table.columns {
@@ -372,13 +438,56 @@ impl DmlCtx<'_> {
             return Err(Error::unsupported("ON CONFLICT"));
         }
         let on_dup = if ins.replace_into {
-            OnDuplicate::Replace
+            DupMode::Replace
         } else if !upsert.is_empty() {
-            OnDuplicate::Update(&upsert, upsert_subs)
+            DupMode::Update
         } else if ins.ignore {
-            OnDuplicate::Ignore
+            DupMode::Ignore
         } else {
-            OnDuplicate::Error
+            DupMode::Error
+        };
+        let plan = InsertPlan { table, cols, source, upsert, upsert_subs, on_dup };
+        Ok((plan, binder.uncacheable.take()))
+    }
+
+    /// Executes a bound INSERT.
+    pub(crate) async fn run_insert(&self, txn: &mut Transaction, plan: &InsertPlan) -> Result<QueryResult> {
+        let table = &plan.table;
+        let cols = &plan.cols;
+        // Source rows, as (column offset -> value or DEFAULT).
+        let mut source: Vec<Vec<Option<Value>>> = Vec::new();
+        match &plan.source {
+            InsertSource::Values(rows) => {
+                source.reserve(rows.len());
+                let mut ctx = ExecCtx::new(txn, self.params, Arc::new(Vec::new()));
+                for r in rows {
+                    let mut row = Vec::with_capacity(r.len());
+                    for cell in r {
+                        match cell {
+                            None => row.push(None),
+                            Some((bound, subs)) => {
+                                if !Arc::ptr_eq(&ctx.subqueries, subs) {
+                                    ctx.subqueries = subs.clone();
+                                }
+                                row.push(Some(ctx.eval(bound, &Vec::new()).await?));
+                            }
+                        }
+                    }
+                    source.push(row);
+                }
+            }
+            InsertSource::Query(query) => {
+                let mut ctx = ExecCtx::new(txn, self.params, query.subqueries.clone());
+                for r in execute(&query.plan, &mut ctx).await? {
+                    source.push(r.into_iter().map(Some).collect());
+                }
+            }
+        }
+        let on_dup = match plan.on_dup {
+            DupMode::Error => OnDuplicate::Error,
+            DupMode::Ignore => OnDuplicate::Ignore,
+            DupMode::Replace => OnDuplicate::Replace,
+            DupMode::Update => OnDuplicate::Update(&plan.upsert, plan.upsert_subs.clone()),
         };
         let mut first_auto: Option<u64> = None;
         let mut rows: Vec<(Row, Option<i64>)> = Vec::with_capacity(source.len());
@@ -387,9 +496,9 @@ impl DmlCtx<'_> {
             for (p, c) in cols.iter().enumerate() {
                 given[*c] = src[p].take();
             }
-            rows.push(self.complete_row(txn, &table, given, false, &mut first_auto).await?);
+            rows.push(self.complete_row(txn, table, given, false, &mut first_auto).await?);
         }
-        let stored = self.store_rows(txn, &table, rows, &on_dup).await?;
+        let stored = self.store_rows(txn, table, rows, &on_dup).await?;
         Ok(QueryResult::Ok {
             affected: stored.affected,
             matched: stored.affected,
@@ -530,8 +639,17 @@ impl DmlCtx<'_> {
 
     /// Single-table UPDATE.
     pub async fn update(&self, txn: &mut Transaction, up: &ast::Update) -> Result<QueryResult> {
+        match self.plan_update(up)? {
+            (Some(plan), _) => self.run_update(txn, &plan).await,
+            (None, _) => self.update_multi(txn, up).await,
+        }
+    }
+
+    /// Binds a single-table UPDATE (None for a multi-table one, which is bound as it runs),
+    /// with the reason it must not be cached, if one.
+    pub(crate) fn plan_update(&self, up: &ast::Update) -> Result<(Option<UpdatePlan>, Option<String>)> {
         if !up.table.joins.is_empty() || up.from.is_some() {
-            return self.update_multi(txn, up).await;
+            return Ok((None, Some("multi-table UPDATE".into())));
         }
         let ast::TableFactor::Table { name, alias, .. } = &up.table.relation else {
             return Err(Error::unsupported("UPDATE of a derived table"));
@@ -544,6 +662,8 @@ impl DmlCtx<'_> {
         for a in &up.assignments {
             let col = assignment_column(&table, a)?;
             let e = if is_default_keyword(&a.value) {
+                // The default of the moment (a CURRENT_TIMESTAMP column's is now).
+                binder.uncacheable.get_or_insert_with(|| "UPDATE assigns DEFAULT".into());
                 Expr::Literal(default_value(&table.columns[col], &Value::DateTime(self.session.now))?)
             } else {
                 binder.expr(&a.value, &scope)?
@@ -553,13 +673,19 @@ impl DmlCtx<'_> {
         let (access, filter, residual) = binder.dml_scan(&table, &scope, up.selection.as_ref())?;
         let (order, limit) = bind_order_limit(&mut binder, &scope, &up.order_by, up.limit.as_ref())?;
         let subs = binder.take_subqueries()?;
-        let mut ctx = ExecCtx::new(txn, self.params, subs);
-        let rows =
-            select_rows(&mut ctx, &table, &access, filter.as_ref(), residual.as_ref(), &order, limit.as_ref()).await?;
+        let scan = RowsPlan { table, access, filter, residual, order, limit, subs };
+        Ok((Some(UpdatePlan { scan, assigns }), binder.uncacheable.take()))
+    }
+
+    /// Executes a bound single-table UPDATE.
+    pub(crate) async fn run_update(&self, txn: &mut Transaction, plan: &UpdatePlan) -> Result<QueryResult> {
+        let (table, assigns) = (&plan.scan.table, &plan.assigns);
+        let mut ctx = ExecCtx::new(txn, self.params, plan.scan.subs.clone());
+        let rows = plan.scan.select(&mut ctx).await?;
         let mut new_rows = Vec::with_capacity(rows.len());
         for r in &rows {
             let mut new_row = r.row.clone();
-            for (col, e) in &assigns {
+            for (col, e) in assigns {
                 let v = ctx.eval(e, &new_row).await?;
                 new_row[*col] = table.columns[*col].coerce(v)?;
             }
@@ -572,18 +698,27 @@ impl DmlCtx<'_> {
         for (old, new_row) in rows.into_iter().zip(new_rows) {
             matched += 1;
             let assigned = |i: usize| assigns.iter().any(|(a, _)| *a == i);
-            changed += u64::from(self.write_update(&mut cache, txn, &table, &old, new_row, assigned).await?);
+            changed += u64::from(self.write_update(&mut cache, txn, table, &old, new_row, assigned).await?);
         }
         Ok(update_result(matched, changed))
     }
 
     /// Single-table DELETE.
     pub async fn delete(&self, txn: &mut Transaction, del: &ast::Delete) -> Result<QueryResult> {
+        match self.plan_delete(del)? {
+            (Some(plan), _) => self.run_delete(txn, &plan).await,
+            (None, _) => self.delete_multi(txn, del).await,
+        }
+    }
+
+    /// Binds a single-table DELETE (None for a multi-table one, which is bound as it runs),
+    /// with the reason it must not be cached, if one.
+    pub(crate) fn plan_delete(&self, del: &ast::Delete) -> Result<(Option<RowsPlan>, Option<String>)> {
         let from = match &del.from {
             ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f) => f,
         };
         if from.len() != 1 || !from[0].joins.is_empty() || !del.tables.is_empty() || del.using.is_some() {
-            return self.delete_multi(txn, del).await;
+            return Ok((None, Some("multi-table DELETE".into())));
         }
         let ast::TableFactor::Table { name, alias, .. } = &from[0].relation else {
             return Err(Error::unsupported("DELETE from a derived table"));
@@ -595,13 +730,18 @@ impl DmlCtx<'_> {
         let (access, filter, residual) = binder.dml_scan(&table, &scope, del.selection.as_ref())?;
         let (order, limit) = bind_order_limit(&mut binder, &scope, &del.order_by, del.limit.as_ref())?;
         let subs = binder.take_subqueries()?;
-        let mut ctx = ExecCtx::new(txn, self.params, subs);
-        let rows =
-            select_rows(&mut ctx, &table, &access, filter.as_ref(), residual.as_ref(), &order, limit.as_ref()).await?;
+        let plan = RowsPlan { table, access, filter, residual, order, limit, subs };
+        Ok((Some(plan), binder.uncacheable.take()))
+    }
+
+    /// Executes a bound single-table DELETE.
+    pub(crate) async fn run_delete(&self, txn: &mut Transaction, plan: &RowsPlan) -> Result<QueryResult> {
+        let mut ctx = ExecCtx::new(txn, self.params, plan.subs.clone());
+        let rows = plan.select(&mut ctx).await?;
         drop(ctx);
         let mut cache = KeyCache { known: HashMap::new() };
         for r in &rows {
-            delete_row(&mut cache, txn, &table, &r.row, r.row_id)?;
+            delete_row(&mut cache, txn, &plan.table, &r.row, r.row_id)?;
         }
         Ok(QueryResult::ok(rows.len() as u64))
     }

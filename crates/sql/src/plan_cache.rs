@@ -1,6 +1,7 @@
-//! The prepared plan cache (TiDB's): a session keeps the plans of the queries it executes
-//! as prepared statements (binary `COM_STMT_EXECUTE` and SQL `EXECUTE`), so an execution
-//! whose plan is cached skips binding, the rules and physical planning.
+//! The prepared plan cache (TiDB's): a session keeps the plans of the queries and DML
+//! statements (INSERT, REPLACE, single-table UPDATE and DELETE) it executes as prepared
+//! statements (binary `COM_STMT_EXECUTE` and SQL `EXECUTE`), so an execution whose plan is
+//! cached skips name resolution, binding, the rules and physical planning.
 //!
 //! A plan is kept by the statement's text, the current database, the types of the
 //! parameter values (result metadata is typed by them) and the session variables binding
@@ -25,8 +26,22 @@ use std::sync::Arc;
 
 use strata_common::Value;
 
+use crate::dml::{InsertPlan, RowsPlan, UpdatePlan};
 use crate::plan::Query;
 use crate::typing::SqlType;
+
+/// A cached plan: a query's, or a DML statement's.
+#[derive(Clone)]
+pub enum CachedPlan {
+    /// A query.
+    Query(Arc<Query>),
+    /// INSERT or REPLACE.
+    Insert(Arc<InsertPlan>),
+    /// A single-table UPDATE.
+    Update(Arc<UpdatePlan>),
+    /// A single-table DELETE.
+    Delete(Arc<RowsPlan>),
+}
 
 /// What a cached plan is found by.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -53,7 +68,7 @@ impl PlanKey {
 pub const MAX_TEXT_BYTES: usize = 4 << 20;
 
 struct Entry {
-    query: Arc<Query>,
+    plan: CachedPlan,
     schema_version: u64,
     stats_version: u64,
     used: u64,
@@ -74,12 +89,12 @@ pub struct PlanCache {
 
 impl PlanCache {
     /// The plan for `key` if it is cached and still current.
-    pub fn get(&mut self, key: &PlanKey, schema_version: u64, stats_version: u64) -> Option<Arc<Query>> {
+    pub fn get(&mut self, key: &PlanKey, schema_version: u64, stats_version: u64) -> Option<CachedPlan> {
         self.clock += 1;
         let current = match self.entries.get_mut(key) {
             Some(e) if e.schema_version == schema_version && e.stats_version == stats_version => {
                 e.used = self.clock;
-                Some(e.query.clone())
+                Some(e.plan.clone())
             }
             Some(_) => None,
             None => None,
@@ -97,15 +112,15 @@ impl PlanCache {
         }
     }
 
-    /// Keeps `query` for `key`, evicting the least recently used plans beyond `capacity`.
-    pub fn put(&mut self, key: PlanKey, query: Arc<Query>, schema_version: u64, stats_version: u64, capacity: usize) {
+    /// Keeps `plan` for `key`, evicting the least recently used plans beyond `capacity`.
+    pub fn put(&mut self, key: PlanKey, plan: CachedPlan, schema_version: u64, stats_version: u64, capacity: usize) {
         if capacity == 0 || key.sql.len() > MAX_TEXT_BYTES {
             return;
         }
         self.clock += 1;
         self.remove(&key);
         self.text_bytes += key.sql.len();
-        self.entries.insert(key, Entry { query, schema_version, stats_version, used: self.clock });
+        self.entries.insert(key, Entry { plan, schema_version, stats_version, used: self.clock });
         while self.entries.len() > capacity || self.text_bytes > MAX_TEXT_BYTES {
             let Some(oldest) = self.entries.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone()) else { break };
             self.remove(&oldest);
@@ -147,8 +162,8 @@ mod tests {
     use super::*;
     use crate::plan::Plan;
 
-    fn query() -> Arc<Query> {
-        Arc::new(Query { plan: Plan::Dual, columns: Vec::new(), subqueries: Arc::new(Vec::new()) })
+    fn query() -> CachedPlan {
+        CachedPlan::Query(Arc::new(Query { plan: Plan::Dual, columns: Vec::new(), subqueries: Arc::new(Vec::new()) }))
     }
 
     fn key(sql: &str, param: Value) -> PlanKey {

@@ -29,6 +29,7 @@ use crate::context;
 use crate::dml::DmlCtx;
 use crate::exec::{execute, ExecCtx};
 use crate::interrupt::{self, Interrupt};
+use crate::plan_cache::CachedPlan;
 use crate::process::{self, Process};
 use crate::result::{ClientPort, Column, QueryOutput, QueryResult, ResultSink};
 use crate::variables;
@@ -1308,8 +1309,14 @@ impl Session {
             }
         };
         self.engine.metrics.command(crate::metrics::Command::StmtExecute);
-        self.plan_slot =
-            if matches!(*stmt, ast::Statement::Query(_)) { self.plan_cache_slot(&sql, params) } else { None };
+        let cacheable = matches!(
+            *stmt,
+            ast::Statement::Query(_)
+                | ast::Statement::Insert(_)
+                | ast::Statement::Update(_)
+                | ast::Statement::Delete(_)
+        );
+        self.plan_slot = if cacheable { self.plan_cache_slot(&sql, params) } else { None };
         let r = self.run_with(&stmt, params, sink).await;
         self.summarize(&sql, digest.as_deref(), std::slice::from_ref(&r));
         self.plan_slot = None;
@@ -3120,11 +3127,98 @@ pub async fn exec_statement(
             ast::Statement::Query(q) => explain_analyze(engine, txn, info, q, params).await,
             _ => Err(Error::unsupported("EXPLAIN ANALYZE of a statement other than a query")),
         },
-        ast::Statement::Insert(ins) => dml.insert(txn, ins).await,
-        ast::Statement::Update(up) => dml.update(txn, up).await,
-        ast::Statement::Delete(del) => dml.delete(txn, del).await,
+        ast::Statement::Insert(ins) if info.plan_cache.is_some() => {
+            let plan = plan_cached(
+                engine,
+                info,
+                |p| if let CachedPlan::Insert(p) = p { Some(p.clone()) } else { None },
+                || dml.plan_insert(ins).map(|(p, why)| (Some(Arc::new(p)), why)),
+                CachedPlan::Insert,
+            )?;
+            match plan {
+                Some(p) => Box::pin(dml.run_insert(txn, &p)).await,
+                None => Err(Error::internal("INSERT planned as nothing")),
+            }
+        }
+        ast::Statement::Update(up) if info.plan_cache.is_some() => {
+            let plan = plan_cached(
+                engine,
+                info,
+                |p| if let CachedPlan::Update(p) = p { Some(p.clone()) } else { None },
+                || dml.plan_update(up).map(|(p, why)| (p.map(Arc::new), why)),
+                CachedPlan::Update,
+            )?;
+            match plan {
+                Some(p) => Box::pin(dml.run_update(txn, &p)).await,
+                None => Box::pin(dml.update(txn, up)).await,
+            }
+        }
+        ast::Statement::Delete(del) if info.plan_cache.is_some() => {
+            let plan = plan_cached(
+                engine,
+                info,
+                |p| if let CachedPlan::Delete(p) = p { Some(p.clone()) } else { None },
+                || dml.plan_delete(del).map(|(p, why)| (p.map(Arc::new), why)),
+                CachedPlan::Delete,
+            )?;
+            match plan {
+                Some(p) => Box::pin(dml.run_delete(txn, &p)).await,
+                None => Box::pin(dml.delete(txn, del)).await,
+            }
+        }
+        // Boxed: DML's futures are deep, and the statement future holds them all.
+        ast::Statement::Insert(ins) => Box::pin(dml.insert(txn, ins)).await,
+        ast::Statement::Update(up) => Box::pin(dml.update(txn, up)).await,
+        ast::Statement::Delete(del) => Box::pin(dml.delete(txn, del)).await,
         other => Err(Error::unsupported(truncate_sql(&other.to_string()))),
     }
+}
+
+/// The plan of an execution of a prepared statement (`info.plan_cache` is its slot): from
+/// the session's plan cache when one is cached and current (`get` picks it out of a
+/// `CachedPlan`), else made by `plan` — which also says why it must not be cached, if so
+/// (a warning then tells the client, as TiDB's does) — and cached (`wrap`). A `plan` of
+/// None (a statement bound only as it runs) is neither cached nor warned about twice.
+fn plan_cached<T: Clone>(
+    engine: &Engine,
+    info: &SessionInfo,
+    get: impl Fn(&CachedPlan) -> Option<T>,
+    plan: impl FnOnce() -> Result<(Option<T>, Option<String>)>,
+    wrap: impl FnOnce(T) -> CachedPlan,
+) -> Result<Option<T>> {
+    let compiling = std::time::Instant::now();
+    let spent = || {
+        let nanos = u64::try_from(compiling.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        info.compile_nanos.fetch_add(nanos, Ordering::Relaxed);
+    };
+    let stats_version = engine.catalog.stats_version();
+    if let Some(slot) = &info.plan_cache {
+        if let Some(found) =
+            slot.cache.lock().get(&slot.key, slot.schema_version, stats_version).as_ref().and_then(&get)
+        {
+            slot.hit.store(true, Ordering::Relaxed);
+            engine.metrics.plan_cache_hits.fetch_add(1, Ordering::Relaxed);
+            spent();
+            return Ok(Some(found));
+        }
+        engine.metrics.plan_cache_misses.fetch_add(1, Ordering::Relaxed);
+    }
+    let planned = plan();
+    spent();
+    let (planned, uncacheable) = planned?;
+    if let (Some(slot), Some(p)) = (&info.plan_cache, &planned) {
+        match uncacheable {
+            Some(why) => context::warn(Code::UnknownError, format!("skip prepared plan-cache: {why}")),
+            None => slot.cache.lock().put(
+                slot.key.clone(),
+                wrap(p.clone()),
+                slot.schema_version,
+                stats_version,
+                slot.capacity,
+            ),
+        }
+    }
+    Ok(planned)
 }
 
 /// The plan of query `q`: from the session's plan cache when the statement is an execution
@@ -3136,39 +3230,19 @@ fn plan_query_cached(
     q: &ast::Query,
     params: &[Value],
 ) -> Result<Arc<crate::plan::Query>> {
-    let compiling = std::time::Instant::now();
-    let spent = || {
-        let nanos = u64::try_from(compiling.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        info.compile_nanos.fetch_add(nanos, Ordering::Relaxed);
-    };
-    let stats_version = engine.catalog.stats_version();
-    if let Some(slot) = &info.plan_cache {
-        if let Some(query) = slot.cache.lock().get(&slot.key, slot.schema_version, stats_version) {
-            slot.hit.store(true, Ordering::Relaxed);
-            engine.metrics.plan_cache_hits.fetch_add(1, Ordering::Relaxed);
-            spent();
-            return Ok(query);
-        }
-        engine.metrics.plan_cache_misses.fetch_add(1, Ordering::Relaxed);
-    }
-    let mut binder = Binder::new(&engine.catalog, info);
-    binder.params = params;
-    let planned = binder.plan_query(q);
-    spent();
-    let query = Arc::new(planned?);
-    if let Some(slot) = &info.plan_cache {
-        match &binder.uncacheable {
-            Some(why) => context::warn(Code::UnknownError, format!("skip prepared plan-cache: {why}")),
-            None => slot.cache.lock().put(
-                slot.key.clone(),
-                query.clone(),
-                slot.schema_version,
-                stats_version,
-                slot.capacity,
-            ),
-        }
-    }
-    Ok(query)
+    let planned = plan_cached(
+        engine,
+        info,
+        |p| if let CachedPlan::Query(q) = p { Some(q.clone()) } else { None },
+        || {
+            let mut binder = Binder::new(&engine.catalog, info);
+            binder.params = params;
+            let query = binder.plan_query(q)?;
+            Ok((Some(Arc::new(query)), binder.uncacheable.take()))
+        },
+        CachedPlan::Query,
+    )?;
+    planned.ok_or_else(|| Error::internal("query planned as nothing"))
 }
 
 /// EXPLAIN ANALYZE: runs `q` on the engine the optimizer chooses and shows the plan it ran

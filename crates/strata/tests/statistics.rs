@@ -357,6 +357,24 @@ async fn prepared_plans_are_reused_until_statistics_change() {
     let _ = c.exec_first::<(i64, i64), _, _>(&count, (5,)).await.expect("execute");
     assert_eq!(from_cache(&mut c).await, 1);
 
+    // DML plans too: a prepared UPDATE and INSERT reuse theirs, each execution with its
+    // own values.
+    let retag = c.prep("UPDATE s.small SET tag = ? WHERE id = ?").await.expect("prepare");
+    let add = c.prep("INSERT INTO s.small (id, tag) VALUES (?, ?)").await.expect("prepare");
+    for (tag, id) in [("x", 3), ("y", 4)] {
+        c.exec_drop(&retag, (tag, id)).await.expect("update");
+        answers.push((from_cache(&mut c).await, id));
+        c.exec_drop(&add, (id + 1000, tag)).await.expect("insert");
+        answers.push((from_cache(&mut c).await, id + 1000));
+    }
+    assert_eq!(answers[6..], [(0, 3), (0, 1003), (1, 4), (1, 1004)]);
+    let rows: Vec<(i64, String)> =
+        c.query("SELECT id, tag FROM s.small WHERE id IN (3, 4, 1003, 1004) ORDER BY id").await.expect("query");
+    let expected = [(3, "x"), (4, "y"), (1003, "x"), (1004, "y")].map(|(i, t)| (i, t.to_string()));
+    assert_eq!(rows, expected);
+    let dup = c.exec_drop(&add, (1003, "z")).await.expect_err("duplicate");
+    assert_eq!(server_code(&dup), Some(1062), "a cached INSERT plan still checks keys");
+
     // One plan per session: two statements in turn push each other out.
     c.query_drop("SET tidb_prepared_plan_cache_size = 1").await.expect("set");
     let other = c.prep("SELECT tag FROM s.small WHERE id = ?").await.expect("prepare");
