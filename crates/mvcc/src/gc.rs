@@ -122,6 +122,9 @@ impl MvccStore {
     /// walked) when no record was written since the last pass and every record was at or
     /// below its safe point already (see `GcState`).
     pub fn gc(&self, safe_point: Timestamp) -> Result<GcStats> {
+        // No transaction at or below the safe point runs any more (and GC removes the
+        // rollback records there).
+        self.rolled_back_txns.write().retain(|t| *t > safe_point);
         let state = &self.gc_state;
         if !state.has_work() {
             return Ok(GcStats::default());

@@ -41,6 +41,14 @@ pub struct MvccStore {
     pub(crate) gc_state: crate::gc::GcState,
     /// Group commit: commits write unsynced, then wait here for a shared WAL fsync.
     group: GroupSync,
+    /// Start timestamps of the transactions this process wrote a rollback record for, down
+    /// to the GC safe point, so a lock command asks the write CF for its transaction's
+    /// rollback only when there may be one (`rolled_back`).
+    pub(crate) rolled_back_txns: parking_lot::RwLock<std::collections::BTreeSet<Timestamp>>,
+    /// Transactions that started below this timestamp may have rollback records the set
+    /// does not know (written before this process opened the store): the oracle's persisted
+    /// high-water mark at open, above every timestamp issued before.
+    rollback_boundary: Timestamp,
 }
 
 /// The error of a checked read (`get_at`) that found `key` committed at `commit_ts`, after
@@ -128,8 +136,15 @@ impl MvccStore {
         build_latest(engine.as_ref())?;
         let locks = LockTable::load(engine.as_ref())?;
         let group = GroupSync::start(&engine)?;
+        // The oracle's high-water mark (`tso`), if it ever ran on this engine.
+        let limit = match engine.get(Cf::Raw, crate::tso::LIMIT_KEY)? {
+            Some(b) => u64::from_le_bytes(b.as_slice().try_into().map_err(|_| Error::internal("corrupt tso limit"))?),
+            None => 0,
+        };
         Ok(MvccStore {
             group,
+            rolled_back_txns: parking_lot::RwLock::default(),
+            rollback_boundary: Timestamp::compose(limit, 0),
             engine,
             latches: Latches::default(),
             locks,
@@ -572,6 +587,9 @@ impl MvccStore {
     /// written at the transaction's own start ts, where no commit record can be, as
     /// timestamps are unique).
     fn rolled_back(&self, enc: &[u8], start_ts: Timestamp) -> Result<bool> {
+        if start_ts >= self.rollback_boundary && !self.rolled_back_txns.read().contains(&start_ts) {
+            return Ok(false); // never rolled back: no record to look for
+        }
         match self.engine.get(Cf::Write, &versioned(enc, start_ts))? {
             Some(v) => {
                 let w = WriteRef::decode(&v)?;
@@ -779,6 +797,9 @@ impl MvccStore {
         }
         let w = Write { kind: Kind::Rollback, start_ts, short_value: None };
         changes.batch.put(Cf::Write, versioned(&enc, start_ts), w.encode());
+        // Noted before the record is written: a lock command that misses the note cannot
+        // run until the batch is applied, as the latches of the key are held.
+        self.rolled_back_txns.write().insert(start_ts);
         Ok(())
     }
 

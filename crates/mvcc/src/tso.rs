@@ -11,7 +11,9 @@ use strata_common::{Error, Result, Timestamp};
 use strata_kv::Oracle;
 use strata_storage::{Cf, Engine, WriteBatch};
 
-const LIMIT_KEY: &[u8] = b"tso_limit";
+/// The raw-CF key of the persisted high-water mark (physical ms; every timestamp issued
+/// is below it).
+pub(crate) const LIMIT_KEY: &[u8] = b"tso_limit";
 const WINDOW_MS: u64 = 3000;
 
 /// A source of physical time in milliseconds.

@@ -558,3 +558,31 @@ async fn scan_changes_lists_the_newest_version_committed_after_a_timestamp() {
     assert!(c.scan_changes(b"a", b"z", ts(15), ts(60), 100).await.is_ok(), "an older read is not blocked");
     assert!(c.scan_changes(b"a", b"b", ts(15), ts(80), 100).await.is_ok(), "nor one of another range");
 }
+
+/// Rollback records written before the store was opened (by an earlier process) are found
+/// too: the in-memory note of rolled-back transactions starts empty, so a transaction from
+/// below the oracle's persisted high-water mark is looked up in the write CF.
+#[tokio::test]
+async fn a_rollback_from_before_a_restart_still_refuses_the_lock() {
+    let engine = Arc::new(MemoryEngine::new());
+    let first = LocalClient::new(Arc::new(MvccStore::open(engine.clone()).expect("open")), false);
+    first.prewrite(prewrite(vec![put("p", "1")], ts(10), LockMode::Optimistic)).await.expect("prewrite");
+    let status = first.check_txn_status(b"p", ts(10), ts(10 + 5000)).await.expect("status");
+    assert_eq!(status, TxnStatus::RolledBack);
+    // The oracle had issued timestamps up to 20 ms when the process stopped.
+    let mut batch = strata_storage::WriteBatch::default();
+    batch.put(strata_storage::Cf::Raw, b"tso_limit".to_vec(), 20u64.to_le_bytes().to_vec());
+    strata_storage::Engine::write(engine.as_ref(), batch, true).expect("write limit");
+    drop(first);
+    let again = LocalClient::new(Arc::new(MvccStore::open(engine).expect("reopen")), false);
+    let req = PessimisticLockRequest {
+        keys: vec![b"p".to_vec()],
+        primary: b"p".to_vec(),
+        start_ts: ts(10),
+        for_update_ts: ts(12),
+        ttl_ms: 3000,
+        wait_timeout_ms: None,
+    };
+    let r = again.pessimistic_lock(req).await;
+    assert!(matches!(r, Err(Error::TxnRolledBack(_))), "{r:?}");
+}

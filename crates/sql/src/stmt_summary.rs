@@ -40,7 +40,7 @@ pub const MAX_TEXT_BYTES: usize = 64 << 20;
 
 /// Only this much of a statement's text is tokenized for its digest: the rest of a huge
 /// multi-row INSERT would fold into the `( ... )` already seen.
-const DIGEST_SCAN_BYTES: usize = 64 << 10;
+const DIGEST_SCAN_BYTES: usize = 8 << 10;
 
 /// Users remembered per row (who may see it without PROCESS).
 const MAX_USERS_PER_ROW: usize = 16;
