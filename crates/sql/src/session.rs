@@ -3127,43 +3127,29 @@ pub async fn exec_statement(
             ast::Statement::Query(q) => explain_analyze(engine, txn, info, q, params).await,
             _ => Err(Error::unsupported("EXPLAIN ANALYZE of a statement other than a query")),
         },
-        ast::Statement::Insert(ins) if info.plan_cache.is_some() => {
-            let plan = plan_cached(
-                engine,
-                info,
-                |p| if let CachedPlan::Insert(p) = p { Some(p.clone()) } else { None },
-                || dml.plan_insert(ins).map(|(p, why)| (Some(Arc::new(p)), why)),
-                CachedPlan::Insert,
-            )?;
-            match plan {
-                Some(p) => Box::pin(dml.run_insert(txn, &p)).await,
-                None => Err(Error::internal("INSERT planned as nothing")),
-            }
-        }
-        ast::Statement::Update(up) if info.plan_cache.is_some() => {
-            let plan = plan_cached(
-                engine,
-                info,
-                |p| if let CachedPlan::Update(p) = p { Some(p.clone()) } else { None },
-                || dml.plan_update(up).map(|(p, why)| (p.map(Arc::new), why)),
-                CachedPlan::Update,
-            )?;
-            match plan {
-                Some(p) => Box::pin(dml.run_update(txn, &p)).await,
-                None => Box::pin(dml.update(txn, up)).await,
-            }
-        }
-        ast::Statement::Delete(del) if info.plan_cache.is_some() => {
-            let plan = plan_cached(
-                engine,
-                info,
-                |p| if let CachedPlan::Delete(p) = p { Some(p.clone()) } else { None },
-                || dml.plan_delete(del).map(|(p, why)| (p.map(Arc::new), why)),
-                CachedPlan::Delete,
-            )?;
-            match plan {
-                Some(p) => Box::pin(dml.run_delete(txn, &p)).await,
-                None => Box::pin(dml.delete(txn, del)).await,
+        ast::Statement::Insert(_) | ast::Statement::Update(_) | ast::Statement::Delete(_)
+            if info.plan_cache.is_some() =>
+        {
+            let plan = plan_cached(engine, info, || match stmt {
+                ast::Statement::Insert(ins) => {
+                    dml.plan_insert(ins).map(|(p, why)| (Some(CachedPlan::Insert(Arc::new(p))), why))
+                }
+                ast::Statement::Update(up) => {
+                    dml.plan_update(up).map(|(p, why)| (p.map(|p| CachedPlan::Update(Arc::new(p))), why))
+                }
+                ast::Statement::Delete(del) => {
+                    dml.plan_delete(del).map(|(p, why)| (p.map(|p| CachedPlan::Delete(Arc::new(p))), why))
+                }
+                _ => Ok((None, None)),
+            })?;
+            match (plan, stmt) {
+                (Some(CachedPlan::Insert(p)), _) => Box::pin(dml.run_insert(txn, &p)).await,
+                (Some(CachedPlan::Update(p)), _) => Box::pin(dml.run_update(txn, &p)).await,
+                (Some(CachedPlan::Delete(p)), _) => Box::pin(dml.run_delete(txn, &p)).await,
+                // Multi-table UPDATE and DELETE are bound as they run.
+                (_, ast::Statement::Update(up)) => Box::pin(dml.update(txn, up)).await,
+                (_, ast::Statement::Delete(del)) => Box::pin(dml.delete(txn, del)).await,
+                _ => Err(Error::internal("a DML statement planned as something else")),
             }
         }
         // Boxed: DML's futures are deep, and the statement future holds them all.
@@ -3175,17 +3161,15 @@ pub async fn exec_statement(
 }
 
 /// The plan of an execution of a prepared statement (`info.plan_cache` is its slot): from
-/// the session's plan cache when one is cached and current (`get` picks it out of a
-/// `CachedPlan`), else made by `plan` — which also says why it must not be cached, if so
-/// (a warning then tells the client, as TiDB's does) — and cached (`wrap`). A `plan` of
-/// None (a statement bound only as it runs) is neither cached nor warned about twice.
-fn plan_cached<T: Clone>(
+/// the session's plan cache when one is cached and current (one statement text plans to
+/// one kind of `CachedPlan`), else made by `plan` — which also says why it must not be
+/// cached, if so (a warning then tells the client, as TiDB's does) — and cached. A `plan`
+/// of None (a statement bound only as it runs) is neither cached nor warned about.
+fn plan_cached(
     engine: &Engine,
     info: &SessionInfo,
-    get: impl Fn(&CachedPlan) -> Option<T>,
-    plan: impl FnOnce() -> Result<(Option<T>, Option<String>)>,
-    wrap: impl FnOnce(T) -> CachedPlan,
-) -> Result<Option<T>> {
+    plan: impl FnOnce() -> Result<(Option<CachedPlan>, Option<String>)>,
+) -> Result<Option<CachedPlan>> {
     let compiling = std::time::Instant::now();
     let spent = || {
         let nanos = u64::try_from(compiling.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -3193,9 +3177,7 @@ fn plan_cached<T: Clone>(
     };
     let stats_version = engine.catalog.stats_version();
     if let Some(slot) = &info.plan_cache {
-        if let Some(found) =
-            slot.cache.lock().get(&slot.key, slot.schema_version, stats_version).as_ref().and_then(&get)
-        {
+        if let Some(found) = slot.cache.lock().get(&slot.key, slot.schema_version, stats_version) {
             slot.hit.store(true, Ordering::Relaxed);
             engine.metrics.plan_cache_hits.fetch_add(1, Ordering::Relaxed);
             spent();
@@ -3209,13 +3191,9 @@ fn plan_cached<T: Clone>(
     if let (Some(slot), Some(p)) = (&info.plan_cache, &planned) {
         match uncacheable {
             Some(why) => context::warn(Code::UnknownError, format!("skip prepared plan-cache: {why}")),
-            None => slot.cache.lock().put(
-                slot.key.clone(),
-                wrap(p.clone()),
-                slot.schema_version,
-                stats_version,
-                slot.capacity,
-            ),
+            None => {
+                slot.cache.lock().put(slot.key.clone(), p.clone(), slot.schema_version, stats_version, slot.capacity)
+            }
         }
     }
     Ok(planned)
@@ -3230,19 +3208,16 @@ fn plan_query_cached(
     q: &ast::Query,
     params: &[Value],
 ) -> Result<Arc<crate::plan::Query>> {
-    let planned = plan_cached(
-        engine,
-        info,
-        |p| if let CachedPlan::Query(q) = p { Some(q.clone()) } else { None },
-        || {
-            let mut binder = Binder::new(&engine.catalog, info);
-            binder.params = params;
-            let query = binder.plan_query(q)?;
-            Ok((Some(Arc::new(query)), binder.uncacheable.take()))
-        },
-        CachedPlan::Query,
-    )?;
-    planned.ok_or_else(|| Error::internal("query planned as nothing"))
+    let planned = plan_cached(engine, info, || {
+        let mut binder = Binder::new(&engine.catalog, info);
+        binder.params = params;
+        let query = binder.plan_query(q)?;
+        Ok((Some(CachedPlan::Query(Arc::new(query))), binder.uncacheable.take()))
+    })?;
+    match planned {
+        Some(CachedPlan::Query(q)) => Ok(q),
+        _ => Err(Error::internal("a query planned as something else")),
+    }
 }
 
 /// EXPLAIN ANALYZE: runs `q` on the engine the optimizer chooses and shows the plan it ran
