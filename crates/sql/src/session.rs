@@ -977,7 +977,15 @@ impl Session {
                 last_trace: self.last_trace.clone(),
             })),
             optimizer_trace: self.trace.clone(),
-            plan_cache: self.plan_slot.clone(),
+            // Keyed by the version of the schema the statement binds against: an autocommit
+            // statement's slot is made before its transaction pins one, maybe a newer one
+            // (a cached DML plan of the older schema would write the old table layout).
+            plan_cache: self.plan_slot.clone().map(|mut slot| {
+                if self.schema.is_some() {
+                    slot.schema_version = self.schema_version;
+                }
+                slot
+            }),
             compile_nanos: self.compile_nanos.clone(),
         }
     }
