@@ -631,7 +631,12 @@ impl MvccStore {
                 // A key a pessimistic transaction writes without locking it (a non-unique
                 // index entry) is not checked for conflicts, only for a record of the
                 // transaction's own: point reads settle the usual case where there is none.
-                None if req.mode == LockMode::Pessimistic && self.untouched_since(&enc, req.start_ts)? => {}
+                // An optimistic Put or Delete conflicts with a newer Put or Delete only (a
+                // newer Lock record changed no value), so the same point reads settle it
+                // when there is none; a Lock mutation (a row read FOR UPDATE) conflicts with
+                // a newer Lock record too and walks the key's history.
+                None if (req.mode == LockMode::Pessimistic || !matches!(m, Mutation::Lock(_)))
+                    && self.untouched_since(&enc, req.start_ts)? => {}
                 None => {
                     let h = self.history_in(&mut shared, &bounds, &enc, req.start_ts)?;
                     if let Some((commit_ts, w)) = h.newest {

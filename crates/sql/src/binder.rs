@@ -60,6 +60,9 @@ pub struct SessionInfo {
     /// Where the statement adds the time it spends planning (nanoseconds; the compile phase
     /// of `crate::metrics`).
     pub compile_nanos: Arc<std::sync::atomic::AtomicU64>,
+    /// Set for an INSERT of literal rows (`crate::bulk_insert`): the statement's one VALUES
+    /// row is this many placeholders, and its parameters are the rows, one after another.
+    pub value_rows: Option<usize>,
 }
 
 /// An execution's place in the session's plan cache (`crate::plan_cache`).
@@ -1442,15 +1445,7 @@ impl<'a> Binder<'a> {
                 match op {
                     ast::UnaryOperator::Not => Expr::Unary(UnaryOp::Not, Box::new(inner)),
                     ast::UnaryOperator::Minus => match inner {
-                        // -9223372036854775808 is BIGINT's minimum, not 0 minus an unsigned.
-                        Expr::Literal(Value::UInt(u)) => Expr::Literal(
-                            i64::try_from(-(u as i128))
-                                .map(Value::Int)
-                                .unwrap_or_else(|_| Value::Decimal(-rust_decimal::Decimal::from(u))),
-                        ),
-                        Expr::Literal(v) if v.is_numeric() => {
-                            crate::expr::binary(BinOp::Sub, Value::Int(0), v).map(Expr::Literal)?
-                        }
+                        Expr::Literal(v) if v.is_numeric() => Expr::Literal(negate_literal(v)?),
                         other => Expr::Unary(UnaryOp::Neg, Box::new(other)),
                     },
                     ast::UnaryOperator::Plus => inner,
@@ -2083,6 +2078,17 @@ fn interval_arith(op: BinOp, l: Expr, r: Expr) -> Result<Expr> {
     let unit = iv.pop().unwrap_or(Expr::Literal(Value::str("day")));
     let amount = iv.pop().unwrap_or(Expr::Literal(Value::Null));
     Ok(Expr::Func(if sub { "date_sub_interval" } else { "date_add_interval" }.into(), vec![date, amount, unit]))
+}
+
+/// A numeric literal with a minus sign before it, as MySQL reads it:
+/// -9223372036854775808 is BIGINT's minimum, not 0 minus an unsigned.
+pub(crate) fn negate_literal(v: Value) -> Result<Value> {
+    match v {
+        Value::UInt(u) => Ok(i64::try_from(-(u as i128))
+            .map(Value::Int)
+            .unwrap_or_else(|_| Value::Decimal(-rust_decimal::Decimal::from(u)))),
+        v => crate::expr::binary(BinOp::Sub, Value::Int(0), v),
+    }
 }
 
 /// Unknown column error.

@@ -271,6 +271,12 @@ struct IdRange {
 
 const ID_BATCH: i64 = 1000;
 
+/// The node's DDL lock (`Catalog::ddl_lock`).
+pub struct DdlGuard<'a> {
+    _catalog: tokio::sync::MutexGuard<'a, ()>,
+    _reorg: tokio::sync::RwLockWriteGuard<'a, ()>,
+}
+
 /// The catalog cache plus its persistence.
 pub struct Catalog {
     client: Arc<dyn Client>,
@@ -283,8 +289,12 @@ pub struct Catalog {
     /// before its snapshot.
     publish: tokio::sync::RwLock<()>,
     ranges: Mutex<BTreeMap<(i64, bool), IdRange>>,
-    /// Serializes DDL on this node.
+    /// Serializes changes of the catalog on this node (see `ddl_lock`).
     ddl: tokio::sync::Mutex<()>,
+    /// Held shared by index backfills (CREATE INDEX) for their whole run and exclusively by
+    /// every other DDL statement, so backfills of different indexes run side by side while
+    /// no other DDL changes a table under them.
+    reorg: tokio::sync::RwLock<()>,
     /// Bumped by every schema change.
     version: std::sync::atomic::AtomicU64,
     /// Table id -> version of its last schema change (this process's lifetime).
@@ -356,6 +366,7 @@ impl Catalog {
             publish: tokio::sync::RwLock::new(()),
             ranges: Mutex::new(BTreeMap::new()),
             ddl: tokio::sync::Mutex::new(()),
+            reorg: tokio::sync::RwLock::new(()),
             version: std::sync::atomic::AtomicU64::new(1),
             changed: Mutex::new(std::collections::HashMap::new()),
             commit_gate: tokio::sync::RwLock::new(()),
@@ -479,8 +490,21 @@ impl Catalog {
         Ok(())
     }
 
-    /// Takes the node's DDL lock (DDL statements run one at a time).
-    pub async fn ddl_lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
+    /// Takes the node's DDL lock: DDL statements run one at a time, and not while an index
+    /// backfill runs (`reorg_lock`).
+    pub async fn ddl_lock(&self) -> DdlGuard<'_> {
+        let reorg = self.reorg.write().await;
+        DdlGuard { _catalog: self.ddl.lock().await, _reorg: reorg }
+    }
+
+    /// What a CREATE INDEX holds for its whole run: other index backfills may run beside it,
+    /// no other DDL. It changes the catalog only under `catalog_lock`, taken after this.
+    pub async fn reorg_lock(&self) -> tokio::sync::RwLockReadGuard<'_, ()> {
+        self.reorg.read().await
+    }
+
+    /// Serializes one change of the catalog among statements holding `reorg_lock`.
+    pub async fn catalog_lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
         self.ddl.lock().await
     }
 

@@ -4,7 +4,9 @@
 //! wrote a table whose schema changed after it began fails at commit with 8028 (autocommit
 //! statements are re-run), so no write planned against an old definition lands after the
 //! change. ADD INDEX goes write-only (maintained by writers, unused by readers), waits out
-//! commits in flight, backfills the existing rows under row locks, and then turns public.
+//! commits in flight, backfills the existing rows in optimistic batches (a batch a writer
+//! changed under it runs again), and then turns public; backfills of different indexes run
+//! concurrently.
 //! Data a change orphans (a dropped table or index, truncated rows) is scheduled for deletion
 //! in the same transaction as the change and deleted in the background; an ADD INDEX a crash
 //! interrupted is rolled back at the next start (`recover_ddl`).
@@ -24,6 +26,13 @@ use crate::result::QueryResult;
 use crate::session::Engine;
 use crate::table::{decode_row, handle_from_row_key, index_entry, is_unique_entry};
 use crate::types::ColumnType;
+
+/// Rows per ADD INDEX backfill transaction.
+const BACKFILL_BATCH: usize = 2_000;
+
+/// Write conflicts in a row one backfill batch may meet (each runs it again) before the
+/// ADD INDEX gives up.
+const MAX_BACKFILL_CONFLICTS: u32 = 1_000;
 
 fn char_len(l: &Option<ast::CharacterLength>, default: u32) -> u32 {
     match l {
@@ -601,7 +610,7 @@ impl Engine {
         Ok(QueryResult::ok(0))
     }
 
-    /// Adds an index and backfills it from the existing rows.
+    /// Adds an index and backfills it from the existing rows (the caller holds the DDL lock).
     pub async fn add_index(
         &self,
         table: Arc<TableInfo>,
@@ -610,75 +619,106 @@ impl Engine {
         unique: bool,
         if_not_exists: bool,
     ) -> Result<QueryResult> {
+        let (t, index) = match self.index_write_only(&table, name, cols, unique, if_not_exists).await? {
+            Ok(started) => started,
+            Err(exists) => return Ok(exists),
+        };
+        self.catalog.wait_for_commits().await;
+        let backfilled = self.backfill_index(&t, &index).await;
+        self.index_finish(&t, &index, backfilled).await
+    }
+
+    /// The first step of ADD INDEX: the index goes write-only, so statements planned from
+    /// now on maintain it but do not read it. Returns the table with it and the index, or
+    /// (`Err`) the statement's result when the index exists and IF NOT EXISTS was given.
+    /// The caller holds the catalog lock.
+    async fn index_write_only(
+        &self,
+        table: &TableInfo,
+        name: Option<String>,
+        cols: Vec<usize>,
+        unique: bool,
+        if_not_exists: bool,
+    ) -> Result<std::result::Result<(TableInfo, IndexInfo), QueryResult>> {
         let iname = name_of_index(&name.map(ast::Ident::new), &cols, &table.columns, &table.indexes);
         if table.index(&iname).is_some() {
             if if_not_exists {
-                return Ok(QueryResult::ok_with_warning(0, Code::DupKeyName, format!("Duplicate key name '{iname}'")));
+                let warning = format!("Duplicate key name '{iname}'");
+                return Ok(Err(QueryResult::ok_with_warning(0, Code::DupKeyName, warning)));
             }
             return Err(Error::user(Code::DupKeyName, format!("Duplicate key name '{iname}'")));
         }
-        // 1. Write-only: statements planned from now on maintain the index but do not read it.
         let index =
             IndexInfo { id: table.next_index_id, name: iname, columns: cols, unique, state: IndexState::WriteOnly };
-        let mut t = (*table).clone();
+        let mut t = table.clone();
         t.indexes.push(index.clone());
         t.next_index_id += 1;
         self.catalog.put_table(t.clone()).await?;
-        // 2. Transactions that began under the old schema and wrote this table now fail at
-        //    commit (8028); wait out those already committing.
-        self.catalog.wait_for_commits().await;
-        // 3. Backfill every row visible now; later writes maintain their own entries.
-        if let Err(e) = self.backfill_index(&t, &index).await {
-            let mut back = t.clone();
-            back.indexes.retain(|i| i.id != index.id);
-            let entries = strata_codec::keys::index_prefix(t.table_id(), TableInfo::index_id(&index));
-            self.catalog.put_table_deleting(back, &[entries]).await?;
+        Ok(Ok((t, index)))
+    }
+
+    /// The last step of ADD INDEX, under the catalog lock: a backfilled index turns public
+    /// (reads may use it); one whose backfill failed is removed and its entries scheduled
+    /// for deletion. Works on the table as the catalog has it now (another index may have
+    /// been added to it meanwhile).
+    async fn index_finish(&self, t: &TableInfo, index: &IndexInfo, backfilled: Result<()>) -> Result<QueryResult> {
+        let mut now = (*self.catalog.table(&t.db, &t.name)?).clone();
+        if now.id != t.id {
+            return Err(Error::internal(format!("table {} changed during ADD INDEX", t.name)));
+        }
+        if let Err(e) = backfilled {
+            now.indexes.retain(|i| i.id != index.id);
+            let entries = strata_codec::keys::index_prefix(t.table_id(), TableInfo::index_id(index));
+            self.catalog.put_table_deleting(now, &[entries]).await?;
             self.wake_cleanup();
             return Err(e);
         }
-        // 4. Public: reads may use it.
-        for i in t.indexes.iter_mut() {
+        for i in now.indexes.iter_mut() {
             if i.id == index.id {
                 i.state = IndexState::Public;
             }
         }
-        self.catalog.put_table(t).await?;
+        self.catalog.put_table(now).await?;
         Ok(QueryResult::ok(0))
     }
 
-    /// Writes the index entries of every row, in batches. Each batch locks the rows it reads
-    /// (a current read), so a concurrent writer either committed before (the batch sees its
-    /// row) or waits and then maintains the entry itself.
+    /// Writes the index entries of every row, in batches, each an optimistic transaction
+    /// that reads the rows at its snapshot and writes their entries. Statements planned
+    /// since the index went write-only maintain its entries themselves, and every commit
+    /// planned before has finished (`wait_for_commits`), so the rows to cover are those of
+    /// the snapshot. A writer that changes a row after the snapshot puts or deletes the
+    /// entries the row had and has, so the batch's prewrite finds its newer write on the
+    /// entry it would put (a write conflict: the batch runs again at a fresh snapshot) or
+    /// the writer's prewrite finds the batch's lock and waits for it, then deletes the
+    /// entry after it. A row updated without a change of the indexed columns keeps the
+    /// entry the batch writes. A unique entry present at the snapshot for another row, or
+    /// written by another after it (a conflict, then present), is a duplicate.
     async fn backfill_index(&self, table: &TableInfo, index: &IndexInfo) -> Result<()> {
         let prefix = strata_codec::keys::row_prefix(table.table_id());
         let end = prefix_end(&prefix);
         let mut start = prefix.clone();
+        let mut conflicts = 0;
         loop {
             crate::failpoint::pause("backfill_batch").await;
-            let mut txn = self.begin_internal_with(LockMode::Pessimistic).await?;
-            let batch = txn.scan(&start, &end, 1_000).await?;
+            let mut txn = self.begin_internal().await?;
+            let batch = txn.scan(&start, &end, BACKFILL_BATCH).await?;
             let Some((last, _)) = batch.last() else { return Ok(()) };
             let last = last.clone();
-            let keys: Vec<Vec<u8>> = batch.into_iter().map(|(k, _)| k).collect();
-            let current = txn.lock_and_get(&keys).await?;
-            let mut entries = Vec::with_capacity(keys.len());
-            for (k, v) in keys.iter().zip(current) {
-                let Some(v) = v else { continue };
-                let (row, _) = decode_row(table, &v)?;
+            let mut entries = Vec::with_capacity(batch.len());
+            for (k, v) in &batch {
+                let (row, _) = decode_row(table, v)?;
                 let (ik, iv) = index_entry(table, index, &row, handle_from_row_key(table, k));
                 entries.push((is_unique_entry(index, &row).then_some(row), ik, iv));
             }
-            // Unique entries are checked in one locking read per batch: an existing entry
-            // for another row is a duplicate (ours may already be there from a writer).
+            drop(batch);
             let unique_keys: Vec<Vec<u8>> = entries.iter().filter(|e| e.0.is_some()).map(|e| e.1.clone()).collect();
-            let existing = txn.lock_and_get(&unique_keys).await?;
+            let existing = txn.batch_get(&unique_keys).await?;
             let unique_entries = entries.iter().filter_map(|(row, ik, iv)| row.as_ref().map(|r| (r, ik, iv)));
             let mut seen = std::collections::HashSet::new();
             for ((row, ik, iv), found) in unique_entries.zip(&existing) {
                 // Two rows of this batch with the same unique values collide with each other.
                 if !seen.insert(ik) || found.as_ref().is_some_and(|e| e != iv) {
                     let vals: Vec<String> = index.columns.iter().map(|c| row[*c].to_display()).collect();
-                    let _ = txn.rollback().await;
                     return Err(Error::user(
                         Code::DupEntry,
                         format!("Duplicate entry '{}' for key '{}.{}'", vals.join("-"), table.name, index.name),
@@ -688,9 +728,16 @@ impl Engine {
             for (_, ik, iv) in entries {
                 txn.put(ik, iv);
             }
-            txn.commit().await?;
-            start = last;
-            start.push(0);
+            match txn.commit().await {
+                Ok(_) => {
+                    start = last;
+                    start.push(0);
+                    conflicts = 0;
+                }
+                // A writer changed a row of the batch: read it again at a fresh snapshot.
+                Err(Error::WriteConflict { .. }) if conflicts < MAX_BACKFILL_CONFLICTS => conflicts += 1,
+                Err(e) => return Err(e),
+            }
         }
     }
 
@@ -756,15 +803,27 @@ impl Engine {
         }
     }
 
-    /// CREATE INDEX.
+    /// CREATE INDEX. Backfills of different indexes (of one table or several) run side by
+    /// side: the statement holds the reorg lock shared, and the catalog lock only while it
+    /// changes the table's definition (`Catalog::reorg_lock`).
     pub async fn create_index(&self, ci: &ast::CreateIndex, current_db: &Option<String>) -> Result<QueryResult> {
-        let _g = self.catalog.ddl_lock().await;
-        let (db, t) = split_name(&ci.table_name)?;
-        let db = self.db_or_current(db, current_db)?;
-        let table = self.catalog.table(&db, &t)?;
-        let cols = index_columns(&table.columns, &ci.columns, &t)?;
-        let name = ci.name.as_ref().map(|n| split_name(n).map(|x| x.1)).transpose()?;
-        self.add_index(table, name, cols, ci.unique, ci.if_not_exists).await
+        let _reorg = self.catalog.reorg_lock().await;
+        let (t, index) = {
+            let _g = self.catalog.catalog_lock().await;
+            let (db, t) = split_name(&ci.table_name)?;
+            let db = self.db_or_current(db, current_db)?;
+            let table = self.catalog.table(&db, &t)?;
+            let cols = index_columns(&table.columns, &ci.columns, &t)?;
+            let name = ci.name.as_ref().map(|n| split_name(n).map(|x| x.1)).transpose()?;
+            match self.index_write_only(&table, name, cols, ci.unique, ci.if_not_exists).await? {
+                Ok(started) => started,
+                Err(exists) => return Ok(exists),
+            }
+        };
+        self.catalog.wait_for_commits().await;
+        let backfilled = self.backfill_index(&t, &index).await;
+        let _g = self.catalog.catalog_lock().await;
+        self.index_finish(&t, &index, backfilled).await
     }
 
     /// Removes an index and its entries.

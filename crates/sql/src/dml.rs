@@ -457,6 +457,20 @@ impl DmlCtx<'_> {
         // Source rows, as (column offset -> value or DEFAULT).
         let mut source: Vec<Vec<Option<Value>>> = Vec::new();
         match &plan.source {
+            // Literal rows (`crate::bulk_insert`): the parameters are the rows' values.
+            InsertSource::Values(rows) if self.session.value_rows.is_some() => {
+                let width = self.session.value_rows.unwrap_or(0);
+                let placeholders = rows.len() == 1
+                    && rows[0].len() == width
+                    && rows[0].iter().enumerate().all(|(i, c)| matches!(c, Some((Expr::Param(p), _)) if *p == i));
+                if !placeholders || width == 0 || !self.params.len().is_multiple_of(width) {
+                    return Err(Error::internal("literal rows of an INSERT that is not one row of placeholders"));
+                }
+                source.reserve(self.params.len() / width);
+                for row in self.params.chunks_exact(width) {
+                    source.push(row.iter().map(|v| Some(v.clone())).collect());
+                }
+            }
             InsertSource::Values(rows) => {
                 source.reserve(rows.len());
                 let mut ctx = ExecCtx::new(txn, self.params, Arc::new(Vec::new()));

@@ -4,6 +4,7 @@
 pub mod alter;
 pub mod binder;
 pub mod builtins;
+pub mod bulk_insert;
 pub mod cached_table;
 pub mod catalog;
 pub mod column;

@@ -265,6 +265,7 @@ impl Engine {
             last_trace: Arc::default(),
             plan_cache: Arc::default(),
             plan_slot: None,
+            value_rows: None,
             compile_nanos: Arc::default(),
             timing: StatementTiming::default(),
             slow_queries: 0,
@@ -498,6 +499,8 @@ pub struct Session {
     plan_cache: Arc<Mutex<crate::plan_cache::PlanCache>>,
     /// The running statement's place in the plan cache (an execution of a prepared query).
     plan_slot: Option<crate::binder::PlanCacheSlot>,
+    /// While a literal-rows INSERT runs: the width of its rows (`crate::bulk_insert`).
+    value_rows: Option<usize>,
     /// Nanoseconds the running statement spent planning (the compile phase).
     compile_nanos: Arc<std::sync::atomic::AtomicU64>,
     /// What the statement summary and the slow log learn of the running statement.
@@ -627,7 +630,7 @@ fn update_commas_as_joins(sql: &str) -> Option<String> {
 }
 
 /// Numbers `?` placeholders in textual order; returns how many there are.
-fn number_placeholders(stmt: &mut ast::Statement) -> usize {
+pub(crate) fn number_placeholders(stmt: &mut ast::Statement) -> usize {
     struct V(usize);
     impl ast::VisitorMut for V {
         type Break = ();
@@ -987,6 +990,7 @@ impl Session {
                 slot
             }),
             compile_nanos: self.compile_nanos.clone(),
+            value_rows: self.value_rows,
         }
     }
 
@@ -1179,6 +1183,16 @@ impl Session {
             }
         }
         let parsing = std::time::Instant::now();
+        // A multi-row INSERT of literals: its head is parsed, its rows read by hand.
+        if let Some(stmt) = crate::bulk_insert::split(sql).and_then(|b| Some((b.statement(&self.dialect())?, b))) {
+            let (stmt, rows) = stmt;
+            self.timing.parse = parsing.elapsed();
+            self.engine.metrics.phase(crate::metrics::Phase::Parse, self.timing.parse);
+            self.value_rows = Some(rows.width);
+            let r = self.run_with(&stmt, &rows.values, None).await;
+            self.value_rows = None;
+            return vec![r];
+        }
         let stmts = match parse(sql, &self.dialect()) {
             Ok(s) => s,
             Err(e) => return vec![Err(e)],

@@ -50,12 +50,12 @@ async fn ddl_killed_midway_recovers() {
     )
     .await;
     let mut c = server.pool(None).get_conn().await.expect("connect");
-    for start in (0..5_000).step_by(1_000) {
+    for start in (0..10_000).step_by(1_000) {
         let values: Vec<String> = (start..start + 1_000).map(|i| format!("({i},{},'w{}')", i % 97, i % 13)).collect();
         c.query_drop(format!("INSERT INTO d.t VALUES {}", values.join(","))).await.expect("insert");
     }
 
-    // ADD INDEX, killed after a batch or two of its five.
+    // ADD INDEX, killed after a batch or two of its five (2,000 rows each).
     let opts = c.opts().clone();
     let alter = tokio::spawn(async move {
         let mut a = Conn::new(opts).await.expect("connect");
@@ -74,7 +74,7 @@ async fn ddl_killed_midway_recovers() {
     c.query_drop("ALTER TABLE d.t ADD INDEX kv (v)").await.expect("the index can be added again");
     c.query_drop("ADMIN CHECK TABLE d.t").await.expect("consistent with the new index");
     let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM d.t WHERE v = 5").await.expect("count");
-    assert_eq!(n, Some((0..5_000).filter(|i| i % 97 == 5).count() as i64));
+    assert_eq!(n, Some((0..10_000).filter(|i| i % 97 == 5).count() as i64));
 
     // DROP TABLE returns at once; its data goes in the background. Kill in the middle.
     let id: Option<i64> = c

@@ -204,3 +204,68 @@ mod collected {
         }
     }
 }
+
+/// Index backfills run side by side: while a long CREATE INDEX is backfilling (paused per
+/// batch by a failpoint), a CREATE INDEX on another table and a second one on the same
+/// table finish; other DDL on the table waits for the backfills and then applies; every
+/// index ends public and consistent with its rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn index_builds_run_side_by_side() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let env = [("STRATA_FAILPOINTS", "1"), ("STRATA_FAILPOINT_PAUSE", "backfill_batch:200")];
+    let server = common::StrataProcess::start_with_env(dir.path(), &env);
+    common::exec(
+        &server.pool(None),
+        &[
+            "CREATE DATABASE sbs",
+            "CREATE TABLE sbs.big (id INT PRIMARY KEY, a INT, b INT)",
+            "CREATE TABLE sbs.small (id INT PRIMARY KEY, a INT)",
+            "INSERT INTO sbs.small VALUES (1, 10), (2, 20), (3, 30)",
+        ],
+    )
+    .await;
+    let pool = server.pool(Some("sbs"));
+    let mut conn = pool.get_conn().await.expect("connect");
+    for chunk in 0..10i64 {
+        let values: Vec<String> =
+            (chunk * 1000..chunk * 1000 + 1000).map(|i| format!("({i}, {}, {})", i % 91, i % 37)).collect();
+        conn.query_drop(format!("INSERT INTO big VALUES {}", values.join(","))).await.expect("load");
+    }
+
+    // Ten 200 ms pauses: each backfill of big takes two seconds or more.
+    let build = |sql: &'static str| {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            pool.get_conn().await?.query_drop(sql).await?;
+            Ok::<_, mysql_async::Error>(std::time::Instant::now())
+        })
+    };
+    let long = build("CREATE INDEX ka ON big (a)");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = build("CREATE UNIQUE INDEX ub ON big (id, b)");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    conn.query_drop("CREATE INDEX sa ON small (a)").await.expect("index on another table");
+    assert!(!long.is_finished(), "CREATE INDEX on another table waited for the running backfill");
+    // Other DDL waits for the backfills and then applies to the table as they left it.
+    conn.query_drop("ALTER TABLE big ADD COLUMN c INT DEFAULT 7").await.expect("add column");
+    assert!(long.is_finished() && second.is_finished(), "ALTER TABLE ran during a backfill");
+    let long_done = long.await.expect("task").expect("CREATE INDEX ka");
+    let second_done = second.await.expect("task").expect("CREATE INDEX ub");
+    // One after the other, ub's own two seconds of pauses would come after ka's end.
+    let gap = second_done.saturating_duration_since(long_done);
+    assert!(gap < Duration::from_millis(1_600), "the second index of a table waited for the first ({gap:?})");
+
+    let names: Vec<mysql_async::Row> = conn.query("SHOW INDEX FROM big").await.expect("show index");
+    let mut names: Vec<String> = names.iter().map(|r| r.get::<String, _>(2).expect("Key_name")).collect();
+    names.dedup();
+    assert_eq!(names, ["PRIMARY", "ka", "ub"]);
+    conn.query_drop("ADMIN CHECK TABLE big").await.expect("big consistent");
+    conn.query_drop("ADMIN CHECK TABLE small").await.expect("small consistent");
+    let plan: Vec<String> = conn.query("EXPLAIN SELECT id FROM big WHERE a = 5").await.expect("explain");
+    assert!(plan.iter().any(|l| l.contains("ka")), "ka not public: {plan:?}");
+    let n: Option<(i64, i64)> = conn.query_first("SELECT COUNT(*), SUM(c) FROM big WHERE a = 5").await.expect("count");
+    let expect = (0..10_000).filter(|i| i % 91 == 5).count() as i64;
+    assert_eq!(n, Some((expect, 7 * expect)));
+    let s: Vec<i64> = conn.query("SELECT id FROM small WHERE a >= 20 ORDER BY id").await.expect("small");
+    assert_eq!(s, [2, 3]);
+}
