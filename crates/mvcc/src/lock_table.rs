@@ -129,6 +129,16 @@ pub(crate) struct Changes {
 }
 
 impl Changes {
+    /// Changes of `locks` locks and `ops` batch entries, allocated once (a command over
+    /// thousands of keys otherwise regrows and copies its vectors a dozen times).
+    pub fn with_capacity(locks: usize, ops: usize) -> Changes {
+        Changes {
+            batch: WriteBatch { ops: Vec::with_capacity(ops) },
+            locks: Vec::with_capacity(locks),
+            committed: Vec::new(),
+        }
+    }
+
     /// Sets `key`'s lock; one that is `on_disk` is rewritten in the lock CF too.
     pub fn put_lock(&mut self, key: &[u8], lock: Lock, on_disk: bool) {
         if on_disk {

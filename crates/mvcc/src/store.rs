@@ -516,7 +516,7 @@ impl MvccStore {
         req: &PessimisticLockRequest,
         sync: bool,
     ) -> Result<std::result::Result<Vec<Option<Vec<u8>>>, Blocked>> {
-        let mut changes = Changes::default();
+        let mut changes = Changes::with_capacity(req.keys.len(), 0);
         let primary: Arc<[u8]> = req.primary.as_slice().into();
         let mut values = Vec::with_capacity(req.keys.len());
         for key in &req.keys {
@@ -612,7 +612,7 @@ impl MvccStore {
     }
 
     fn prewrite_latched(&self, req: &PrewriteRequest, sync: bool) -> Result<()> {
-        let mut changes = Changes::default();
+        let mut changes = Changes::with_capacity(req.mutations.len(), 0);
         let primary: Arc<[u8]> = req.primary.as_slice().into();
         let bounds = Self::bounds(req.mutations.iter().map(|m| m.key()));
         let mut shared = None;
@@ -718,7 +718,7 @@ impl MvccStore {
     }
 
     fn commit_latched(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp) -> Result<()> {
-        let mut changes = Changes::default();
+        let mut changes = Changes::with_capacity(keys.len(), 2 * keys.len());
         // Read once per command: the feed's subscriber does not change under a commit.
         let sink = self.sink.read().clone();
         for key in keys {
