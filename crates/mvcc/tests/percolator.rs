@@ -25,6 +25,18 @@ fn prewrite(muts: Vec<Mutation>, start: Timestamp, mode: LockMode) -> Arc<Prewri
     Arc::new(PrewriteRequest { mutations: muts, primary, start_ts: start, ttl_ms: 3000, mode, locked })
 }
 
+/// A request to lock `key` alone (its own primary), failing at once on another's lock.
+fn lock_one(key: &str, start: u64, for_update: u64) -> PessimisticLockRequest {
+    PessimisticLockRequest {
+        keys: vec![key.as_bytes().to_vec()],
+        primary: key.as_bytes().to_vec(),
+        start_ts: ts(start),
+        for_update_ts: ts(for_update),
+        ttl_ms: 3000,
+        wait_timeout_ms: None,
+    }
+}
+
 async fn write(c: &LocalClient, muts: Vec<Mutation>, start: u64, commit: u64) {
     let keys: Vec<Vec<u8>> = muts.iter().map(|m| m.key().to_vec()).collect();
     c.prewrite(prewrite(muts, ts(start), LockMode::Optimistic)).await.expect("prewrite");
@@ -357,15 +369,7 @@ async fn locks_stay_in_memory_and_commit_writes_the_transaction_in_one_batch() {
     let c = client();
     let engine = c.store().engine().clone();
     let long = "L".repeat(1000); // past the inline limit: goes to the data CF at commit
-    let lock = PessimisticLockRequest {
-        keys: vec![b"a".to_vec()],
-        primary: b"a".to_vec(),
-        start_ts: ts(10),
-        for_update_ts: ts(10),
-        ttl_ms: 3000,
-        wait_timeout_ms: None,
-    };
-    c.pessimistic_lock(lock).await.expect("lock");
+    c.pessimistic_lock(lock_one("a", 10, 10)).await.expect("lock");
     let mut req = prewrite(vec![put("a", "short"), put("b", &long)], ts(10), LockMode::Pessimistic);
     Arc::get_mut(&mut req).expect("sole owner").locked = vec![true, false];
     c.prewrite(req).await.expect("prewrite");
@@ -575,14 +579,6 @@ async fn a_rollback_from_before_a_restart_still_refuses_the_lock() {
     strata_storage::Engine::write(engine.as_ref(), batch, true).expect("write limit");
     drop(first);
     let again = LocalClient::new(Arc::new(MvccStore::open(engine).expect("reopen")), false);
-    let req = PessimisticLockRequest {
-        keys: vec![b"p".to_vec()],
-        primary: b"p".to_vec(),
-        start_ts: ts(10),
-        for_update_ts: ts(12),
-        ttl_ms: 3000,
-        wait_timeout_ms: None,
-    };
-    let r = again.pessimistic_lock(req).await;
+    let r = again.pessimistic_lock(lock_one("p", 10, 12)).await;
     assert!(matches!(r, Err(Error::TxnRolledBack(_))), "{r:?}");
 }

@@ -88,7 +88,8 @@ impl LiteralRows<'_> {
             sql.push_str(if i == 0 { "?" } else { ", ?" });
         }
         sql.push(')');
-        let mut stmts = sqlparser::parser::Parser::parse_sql(dialect, &sql).ok()?;
+        // Parsed and depth-checked as any text is: the head may hold anything before VALUES.
+        let mut stmts = crate::session::parse(&sql, dialect).ok()?;
         if stmts.len() != 1 {
             return None;
         }

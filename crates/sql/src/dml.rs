@@ -505,12 +505,16 @@ impl DmlCtx<'_> {
         };
         let mut first_auto: Option<u64> = None;
         let mut rows: Vec<(Row, Option<i64>)> = Vec::with_capacity(source.len());
+        // The completed rows are held until they are stored: charged to the statement.
+        let mut charge = crate::context::Charge::new();
         for mut src in source {
             let mut given: Vec<Option<Value>> = vec![None; table.columns.len()];
             for (p, c) in cols.iter().enumerate() {
                 given[*c] = src[p].take();
             }
-            rows.push(self.complete_row(txn, table, given, false, &mut first_auto).await?);
+            let row = self.complete_row(txn, table, given, false, &mut first_auto).await?;
+            charge.add_row(&row.0)?;
+            rows.push(row);
         }
         let stored = self.store_rows(txn, table, rows, &on_dup).await?;
         Ok(QueryResult::Ok {

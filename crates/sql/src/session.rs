@@ -531,7 +531,7 @@ struct StatementTiming {
 type Touch = (u32, &'static str, String, Option<String>);
 
 /// Parses `sql`, refusing statements nested too deeply to walk safely (see `depth`).
-fn parse(sql: &str, dialect: &StrataDialect) -> Result<Vec<ast::Statement>> {
+pub(crate) fn parse(sql: &str, dialect: &StrataDialect) -> Result<Vec<ast::Statement>> {
     let mut stmts = parse_unchecked(sql, dialect)?;
     crate::depth::check_statements(&mut stmts)?;
     Ok(stmts)
@@ -1184,8 +1184,8 @@ impl Session {
         }
         let parsing = std::time::Instant::now();
         // A multi-row INSERT of literals: its head is parsed, its rows read by hand.
-        if let Some(stmt) = crate::bulk_insert::split(sql).and_then(|b| Some((b.statement(&self.dialect())?, b))) {
-            let (stmt, rows) = stmt;
+        let literal_rows = crate::bulk_insert::split(sql);
+        if let Some((rows, stmt)) = literal_rows.and_then(|rows| rows.statement(&self.dialect()).map(|s| (rows, s))) {
             self.timing.parse = parsing.elapsed();
             self.engine.metrics.phase(crate::metrics::Phase::Parse, self.timing.parse);
             self.value_rows = Some(rows.width);

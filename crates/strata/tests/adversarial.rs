@@ -128,6 +128,12 @@ async fn statement_memory_quota(c: &mut Conn, pool: &Pool) {
     assert_eq!(n, Some(2000));
     let q: Option<i64> = c.query_first("SELECT @@tidb_mem_quota_query").await.expect("quota");
     assert_eq!(q, Some(64 << 20));
+    // An INSERT holds the rows it completes until it stores them: 4M rows of ~500 bytes.
+    c.query_drop("CREATE TABLE big2 (id INT PRIMARY KEY, pad VARCHAR(200))").await.expect("create big2");
+    let e = error_of(c, "INSERT INTO big2 SELECT a.id * 10000 + b.id, b.pad FROM big a, big b").await;
+    assert_eq!(e, 8175);
+    let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM big2").await.expect("count big2");
+    assert_eq!(n, Some(0));
     c.query_drop("SET tidb_mem_quota_query = 1073741824").await.expect("reset quota");
 }
 
@@ -219,6 +225,11 @@ async fn deep_expressions(c: &mut Conn, pool: &Pool) {
     alive(pool).await;
     let parens = format!("SELECT {}1{}", "(".repeat(10_000), ")".repeat(10_000));
     assert_eq!(error_of(c, &parens).await, 1436);
+    alive(pool).await;
+    // A multi-row INSERT of literals has only its head parsed; the head is checked too.
+    let chain = vec!["1"; 100_000].join("+");
+    let e = error_of(c, &format!("INSERT INTO t (v) SELECT {chain} UNION VALUES (1), (2)")).await;
+    assert!(e == 1064 || e == 1436, "deep INSERT head: {e}");
     alive(pool).await;
 
     // Below the limit the same shapes work, and flat lists have no depth to speak of.
