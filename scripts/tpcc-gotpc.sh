@@ -7,6 +7,7 @@
 # usage: tpcc-gotpc.sh strata BIN LABEL | tpcc-gotpc.sh mariadb - LABEL
 # env: GOTPC [~/go-tpc/go-tpc]  WAREHOUSES [4]  THREADS ["8 32"]  TIME [60s]  RI [0: no
 #      per-interval lines; N: New-Order every N s]  DATA [/tmp/strata-tpcc]
+#      MARIADB_PID [/tmp/strata-peer-mariadb/mariadbd.pid: its server CPU is reported]
 #      METRICS [unset; a file: Strata's /metrics after the runs go there, and after the
 #      prepare to FILE.prepared]  SNAPSHOT [unset; Strata only: a directory the prepared
 #      data dir is copied to, or, when it exists, copied from instead of preparing, so
@@ -20,6 +21,12 @@ start_strata() {
   for _ in $(seq 120); do mysql -h127.0.0.1 -P$PORT -uroot -e "select 1" >/dev/null 2>&1 && break; sleep 0.5; done
 }
 SNAP=""
+# CPU seconds (user + system) the server process $SPID has used, or 0.
+server_cpu() {
+  if [ -n "${SPID:-}" ] && [ -r /proc/$SPID/stat ]; then
+    awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$SPID/stat"
+  else echo 0; fi
+}
 if [ "$KIND" = strata ]; then
   PORT=4700
   stop_strata
@@ -43,11 +50,22 @@ fi
 [ "$KIND" = strata ] && [ -n "${METRICS:-}" ] && curl -s http://127.0.0.1:10090/metrics > "$METRICS.prepared"
 for th in $THREADS; do
   OUT=$(mktemp)
+  if [ "$KIND" = strata ]; then SPID=$(pgrep -f "server --port 4700 --status" | head -1)
+  else SPID=$(cat "${MARIADB_PID:-/tmp/strata-peer-mariadb/mariadbd.pid}" 2>/dev/null); fi
+  CPU0=$(server_cpu)
   /usr/bin/time -f "%U %S" -o "$OUT.cpu" "$GOTPC" tpcc run --warehouses "$W" -H 127.0.0.1 -P $PORT -D tpcc \
     -T "$th" --time "$T" --interval "${RI:-10}s" > "$OUT" 2>&1
   [ "${RI:-0}" != 0 ] && grep -E '^\[Current\] NEW_ORDER' "$OUT" | sed "s/^/$LABEL ${th}t /"
   TPMC=$(grep -E '^tpmC:' "$OUT" | tail -1)
-  echo "$LABEL ${th} threads: $TPMC | client cpu s: $(cat "$OUT.cpu")"
+  CPU1=$(server_cpu)
+  # Server CPU per transaction: steadier than tpmC on a shared box.
+  PERTX=""
+  if [ -n "$SPID" ]; then
+    TOTAL=$(echo "$TPMC" | sed -E 's/.*tpmTotal: ([0-9.]+).*/\1/')
+    MIN=$(echo "${T%s} / 60" | bc -l)
+    PERTX=" | server cpu s: $(echo "$CPU1 - $CPU0" | bc), µs/txn: $(echo "($CPU1 - $CPU0) * 1000000 / ($TOTAL * $MIN)" | bc)"
+  fi
+  echo "$LABEL ${th} threads: $TPMC | client cpu s: $(cat "$OUT.cpu")$PERTX"
   rm -f "$OUT" "$OUT.cpu"
 done
 if [ "$KIND" = strata ]; then

@@ -1,6 +1,8 @@
 //! Garbage collection of old versions behind a safe point: for each key, the newest version
 //! at or below the safe point is kept (unless it is a deletion) and everything older goes,
-//! as do rollback and lock-only records at or below the safe point. Readers never use a
+//! as do rollback and lock-only records at or below the safe point. The pass walks the write
+//! CF, which holds every version but a key's newest Put (that one is only in the latest CF,
+//! see `records`), so it looks up the latest record of each key it meets. Readers never use a
 //! timestamp below the safe point, so what GC removes is invisible to every reader. A key
 //! whose last change is a deletion at or below the safe point also loses its latest CF
 //! record (under the key's latch, so a commit racing with GC is never undone).
@@ -16,7 +18,9 @@ use strata_common::{Result, Timestamp};
 use strata_storage::engine::BatchOp;
 use strata_storage::{Cf, WriteBatch};
 
-use crate::records::{decode_user_key, encode_user_key, split_latest, split_versioned, versioned, Kind, WriteRef};
+use crate::records::{
+    decode_user_key, encode_user_key, is_twinless, split_latest, split_versioned, versioned, Kind, WriteRef,
+};
 use crate::store::MvccStore;
 
 /// What one GC pass removed.
@@ -153,6 +157,20 @@ impl MvccStore {
                 current = enc.to_vec();
                 kept_base = false;
                 seen_data = false;
+                // A newest Put with no twin here is in the latest CF only: it is the key's
+                // newest data record, and the version kept for the safe point if it is at
+                // or below it. (A commit that moves it here meanwhile writes a record this
+                // walk's snapshot does not hold, so it is never removed.)
+                // Its timestamp counts as seen: once a safe point passes it, the records
+                // below it here can go.
+                if let Some(raw) = engine.get(Cf::Latest, enc)? {
+                    if is_twinless(&raw) {
+                        let latest_ts = split_latest(&raw)?.0;
+                        seen_data = true;
+                        kept_base = latest_ts <= safe_point;
+                        newest_seen = newest_seen.max(latest_ts.0);
+                    }
+                }
             }
             // One parse per record, without copying its value.
             let w = WriteRef::decode(c.value())?;

@@ -9,7 +9,15 @@
 //! The latest CF repeats the newest data record of each key from the write CF, written in
 //! the same batch, so a reader whose timestamp is past it (almost every reader) reads one
 //! entry per key, however many old versions the write CF holds; only a reader older than
-//! the key's last commit looks in the write CF.
+//! the key's last commit looks in the write CF, and so never for the latest record itself.
+//!
+//! A Put's latest record is therefore its only copy while it is the newest (its kind byte
+//! is `p`, "no twin": `latest_record`), with its value inline whatever its size: a current
+//! read is one point get, and a row inserted once is written once. The commit that
+//! supersedes it moves it into the write CF (a long value into the data CF), in the same
+//! batch, where the readers older than the new version find it. A Delete's latest record
+//! has its twin in the write CF, as GC finds deletions there. Records written before
+//! these rules (layout `latest-v1`) have twins, and may point into the data CF.
 //! `enc` is the group encoding of the user key, so versions of different keys never
 //! interleave even when one key is a prefix of another. Timestamps are stored inverted
 //! (`!ts`, big-endian) so the newest version of a key comes first.
@@ -19,6 +27,9 @@ use strata_common::{Error, Result, Timestamp};
 
 /// Values up to this size live inside the lock and write records; larger ones in the data CF.
 pub const SHORT_VALUE_MAX: usize = 255;
+
+/// The kind byte of a latest-CF Put record whose write CF has no twin (module docs).
+const TWINLESS_PUT: u8 = b'p';
 
 /// What a lock or write record does to its key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,7 +58,7 @@ impl Kind {
     }
     fn from_byte(b: u8) -> Result<Kind> {
         Ok(match b {
-            b'P' => Kind::Put,
+            b'P' | TWINLESS_PUT => Kind::Put,
             b'D' => Kind::Delete,
             b'L' => Kind::Lock,
             b'S' => Kind::Pessimistic,
@@ -208,6 +219,24 @@ impl<'a> WriteRef<'a> {
     }
 }
 
+/// The latest CF's value for a `kind` (Put or Delete) record of the transaction
+/// `start_ts` committed at `commit_ts`, with its value inline whatever its length. A Put's
+/// is marked as having no twin in the write CF (module docs).
+pub fn latest_record(commit_ts: Timestamp, kind: Kind, start_ts: Timestamp, value: Option<&[u8]>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(22 + value.map_or(0, <[u8]>::len));
+    out.extend_from_slice(&commit_ts.0.to_be_bytes());
+    out.push(if kind == Kind::Put { TWINLESS_PUT } else { kind.to_byte() });
+    out.extend_from_slice(&start_ts.0.to_le_bytes());
+    match value {
+        Some(v) => {
+            out.push(1);
+            put_bytes(&mut out, v);
+        }
+        None => out.push(0),
+    }
+    out
+}
+
 /// The latest CF's value for a data record committed at `commit_ts`, `encoded` being the
 /// record as `Write::encode` gives it.
 pub fn latest_value(commit_ts: Timestamp, encoded: &[u8]) -> Vec<u8> {
@@ -226,6 +255,11 @@ pub fn split_latest(value: &[u8]) -> Result<(Timestamp, WriteRef<'_>)> {
     let mut b = [0u8; 8];
     b.copy_from_slice(ts);
     Ok((Timestamp(u64::from_be_bytes(b)), WriteRef::decode(w)?))
+}
+
+/// Whether a latest CF value is a Put with no twin in the write CF (`latest_record`).
+pub fn is_twinless(latest: &[u8]) -> bool {
+    latest.get(8) == Some(&TWINLESS_PUT)
 }
 
 /// The group-encoded form of a user key (the prefix of its versioned keys).
@@ -288,6 +322,14 @@ mod tests {
         let put = Write { kind: Kind::Put, start_ts: Timestamp(3), short_value: Some(b"value".to_vec()) };
         assert_eq!(WriteRef::decode(&put.encode()).expect("ref").short_value, Some(b"value".as_slice()));
         assert!(split_latest(b"short").is_err());
+        assert!(!is_twinless(&latest));
+        let twinless = latest_record(Timestamp(12), Kind::Put, Timestamp(3), Some(b"value"));
+        assert!(is_twinless(&twinless));
+        let (commit, r) = split_latest(&twinless).expect("latest");
+        assert_eq!((commit, r.to_owned()), (Timestamp(12), put.clone()));
+        let del = latest_record(Timestamp(12), Kind::Delete, Timestamp(3), None);
+        assert!(!is_twinless(&del));
+        assert_eq!(split_latest(&del).expect("latest").1.kind, Kind::Delete);
         let v = versioned(&k, Timestamp(10));
         let (ek, ts) = split_versioned(&v).expect("split");
         assert_eq!((decode_user_key(ek).expect("decode"), ts), (b"key".to_vec(), Timestamp(10)));

@@ -5,7 +5,8 @@
 //! either still locked (the reader must resolve it) or already has its commit record. Locks
 //! are read from the in-memory lock table (`lock_table`), never from the lock CF. Commit
 //! records are read from the latest CF (one per key), and from the write CF only for a key
-//! committed again after the reader's timestamp (see `records`).
+//! committed again after the reader's timestamp (see `records`). A key's newest Put is
+//! only in the latest CF; the commit that supersedes it moves it to the write CF.
 //!
 //! Each write command (prewrite, commit, rollback, pessimistic lock) runs under the latches
 //! of its keys, checks every key first and then writes one atomic batch (and changes the
@@ -21,8 +22,8 @@ use crate::group_sync::GroupSync;
 use crate::latches::Latches;
 use crate::lock_table::{Changes, Held, LockTable};
 use crate::records::{
-    decode_user_key, encode_user_key, latest_value, split_latest, split_versioned, versioned, Kind, Lock, Write,
-    WriteRef, SHORT_VALUE_MAX,
+    decode_user_key, encode_user_key, is_twinless, latest_record, latest_value, split_latest, split_versioned,
+    versioned, Kind, Lock, Write, WriteRef, SHORT_VALUE_MAX,
 };
 
 /// How many deleted entries a command's shared write-CF cursor may step over on one seek
@@ -65,8 +66,6 @@ struct History {
     newest: Option<(Timestamp, Write)>,
     /// The record the transaction itself left (commit or rollback).
     own: Option<(Timestamp, Write)>,
-    /// The newest Put or Delete: the key's latest committed value.
-    data: Option<Write>,
 }
 
 /// What blocked a pessimistic lock request: another transaction's lock.
@@ -81,8 +80,13 @@ pub struct Blocked {
 /// The raw CF key recording the layout of the commit records.
 const FORMAT_KEY: &[u8] = b"mvcc.format";
 
-/// The layout with a latest CF beside the write CF.
-const FORMAT_LATEST: &[u8] = b"latest-v1";
+/// The layout with a latest CF beside the write CF, every latest record with its twin in
+/// the write CF.
+const FORMAT_LATEST_V1: &[u8] = b"latest-v1";
+
+/// The layout where a Put's latest record may be its only copy (`records`). A v1 store is
+/// a valid v2 store; a binary that knows only v1 refuses a v2 store.
+const FORMAT_LATEST: &[u8] = b"latest-v2";
 
 /// Fills the latest CF from the write CF (each key's newest Put or Delete) unless the store
 /// has it already, then records the layout. Stores made by this version have the record
@@ -90,6 +94,11 @@ const FORMAT_LATEST: &[u8] = b"latest-v1";
 fn build_latest(engine: &dyn Engine) -> Result<()> {
     match engine.get(Cf::Raw, FORMAT_KEY)? {
         Some(f) if f == FORMAT_LATEST => return Ok(()),
+        Some(f) if f == FORMAT_LATEST_V1 => {
+            let mut batch = strata_storage::WriteBatch::default();
+            batch.put(Cf::Raw, FORMAT_KEY.to_vec(), FORMAT_LATEST.to_vec());
+            return engine.write(batch, true);
+        }
         Some(f) => {
             return Err(Error::internal(format!(
                 "unknown MVCC layout {:?}: written by a newer version of Strata?",
@@ -398,8 +407,15 @@ impl MvccStore {
         }
     }
 
-    /// Finds the write record `start_ts` left on `key` (commit or rollback), if any.
+    /// Finds the write record `start_ts` left on `key` (commit or rollback), if any: in the
+    /// latest CF for a Put that has no twin yet, else in the write CF.
     fn find_own_write(&self, enc: &[u8], start_ts: Timestamp) -> Result<Option<(Timestamp, Write)>> {
+        if let Some(raw) = self.engine.get(Cf::Latest, enc)? {
+            let (commit_ts, w) = split_latest(&raw)?;
+            if is_twinless(&raw) && w.start_ts == start_ts {
+                return Ok(Some((commit_ts, w.to_owned())));
+            }
+        }
         let mut c = self.engine.versions_cursor(Cf::Write, enc)?;
         c.seek(enc);
         while c.valid()? {
@@ -417,10 +433,28 @@ impl MvccStore {
     }
 
     /// Walks `enc`'s write records once (newest first) with one cursor bounded to the key's
-    /// versions, collecting what the lock and prewrite checks and the value read need.
+    /// versions, collecting what the lock and prewrite checks need.
     fn history(&self, enc: &[u8], start_ts: Timestamp) -> Result<History> {
         let mut c = self.engine.versions_cursor(Cf::Write, enc)?;
-        Self::walk_history(&mut *c, enc, start_ts)
+        let h = Self::walk_history(&mut *c, enc, start_ts)?;
+        self.with_latest(enc, start_ts, h)
+    }
+
+    /// `h` with `enc`'s latest record counted in, when the write CF has no twin of it: it is
+    /// then the key's newest Put.
+    fn with_latest(&self, enc: &[u8], start_ts: Timestamp, mut h: History) -> Result<History> {
+        let Some(raw) = self.engine.get(Cf::Latest, enc)? else { return Ok(h) };
+        if !is_twinless(&raw) {
+            return Ok(h);
+        }
+        let (commit_ts, w) = split_latest(&raw)?;
+        if h.own.is_none() && commit_ts >= start_ts && w.start_ts == start_ts {
+            h.own = Some((commit_ts, w.to_owned()));
+        }
+        if h.newest.as_ref().is_none_or(|(ts, _)| commit_ts > *ts) {
+            h.newest = Some((commit_ts, w.to_owned()));
+        }
+        Ok(h)
     }
 
     /// `history` through `shared`, a cursor serving all the keys of one command (a new
@@ -443,7 +477,7 @@ impl MvccStore {
         if c.gave_up() {
             return self.history(enc, start_ts);
         }
-        Ok(h)
+        self.with_latest(enc, start_ts, h)
     }
 
     /// The encoded-key bounds of a shared write-CF cursor for `keys`.
@@ -467,15 +501,12 @@ impl MvccStore {
             if k != enc {
                 break;
             }
-            if h.newest.is_some() && h.data.is_some() && commit_ts < start_ts {
+            if h.newest.is_some() && commit_ts < start_ts {
                 break; // nothing left to find: the own record is never below start_ts
             }
             let w = Write::decode(c.value())?;
             if h.own.is_none() && commit_ts >= start_ts && w.start_ts == start_ts {
                 h.own = Some((commit_ts, w.clone()));
-            }
-            if h.data.is_none() && matches!(w.kind, Kind::Put | Kind::Delete) {
-                h.data = Some(w.clone());
             }
             if h.newest.is_none() && w.kind != Kind::Rollback {
                 h.newest = Some((commit_ts, w));
@@ -762,21 +793,53 @@ impl MvccStore {
             };
             changes.committed.push(CommittedChange { key: key.to_vec(), commit_ts, value });
         }
-        // A lock read from disk (written by an older version) has its long value stored
-        // already; one in memory carries it.
-        let short_value = match l.short_value {
-            Some(v) if v.len() > SHORT_VALUE_MAX && !held.on_disk => {
-                changes.batch.put(Cf::Data, versioned(enc, l.start_ts), v);
+        if matches!(l.kind, Kind::Put | Kind::Delete) {
+            // The version this one supersedes moves into the write CF if it has no twin
+            // there (`records`). The latches keep its record as read until the batch lands.
+            if let Some(raw) = self.engine.get(Cf::Latest, enc)? {
+                if is_twinless(&raw) {
+                    let (old_ts, old) = split_latest(&raw)?;
+                    Self::put_version(
+                        changes,
+                        enc,
+                        old_ts,
+                        old.start_ts,
+                        Kind::Put,
+                        old.short_value.map(<[u8]>::to_vec),
+                    );
+                }
+            }
+            // The value inline whatever its length (a lock read from disk, written by an
+            // older version, has its long value in the data CF already and no copy of it).
+            let latest = latest_record(commit_ts, l.kind, l.start_ts, l.short_value.as_deref());
+            changes.batch.put(Cf::Latest, enc.to_vec(), latest);
+            if l.kind == Kind::Put {
+                return Ok(()); // its latest record is its only copy until superseded
+            }
+        }
+        Self::put_version(changes, enc, commit_ts, l.start_ts, l.kind, l.short_value);
+        Ok(())
+    }
+
+    /// Writes a version's write-CF record, a value over `SHORT_VALUE_MAX` going to the data
+    /// CF (a Put without a value has it there already).
+    fn put_version(
+        changes: &mut Changes,
+        enc: &[u8],
+        commit_ts: Timestamp,
+        start_ts: Timestamp,
+        kind: Kind,
+        value: Option<Vec<u8>>,
+    ) {
+        let short_value = match value {
+            Some(v) if v.len() > SHORT_VALUE_MAX => {
+                changes.batch.put(Cf::Data, versioned(enc, start_ts), v);
                 None
             }
             other => other,
         };
-        let w = Write { kind: l.kind, start_ts: l.start_ts, short_value }.encode();
-        if matches!(l.kind, Kind::Put | Kind::Delete) {
-            changes.batch.put(Cf::Latest, enc.to_vec(), latest_value(commit_ts, &w));
-        }
+        let w = Write { kind, start_ts, short_value }.encode();
         changes.batch.put(Cf::Write, versioned(enc, commit_ts), w);
-        Ok(())
     }
 
     fn rollback_key(&self, changes: &mut Changes, key: &[u8], start_ts: Timestamp) -> Result<()> {

@@ -110,17 +110,13 @@ async fn check_reads(c: &LocalClient, model: &Model, keys: u64, at: u64, after: 
     assert_eq!(got, want, "changes in ({after}, {at}]");
 }
 
-#[tokio::test]
-async fn reads_agree_with_the_history_at_every_timestamp_before_and_after_gc() {
-    let c = LocalClient::new(Arc::new(MvccStore::open(Arc::new(MemoryEngine::new())).expect("open")), false);
-    let keys = 12;
-    let mut model = Model::new();
-    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
-    let mut now = 10;
-    for _ in 0..300 {
-        let start = now;
-        let commit = now + 1;
-        now += 2;
+/// Runs `n` random transactions over `keys` keys from timestamp `*now` on (a few are rolled
+/// back), recording what committed in `model`.
+async fn random_txns(c: &LocalClient, model: &mut Model, rng: &mut Rng, now: &mut u64, keys: u64, n: usize) {
+    for _ in 0..n {
+        let start = *now;
+        let commit = *now + 1;
+        *now += 2;
         let mut muts = Vec::new();
         let mut touched = std::collections::BTreeSet::new();
         for _ in 0..1 + rng.below(3) {
@@ -128,7 +124,7 @@ async fn reads_agree_with_the_history_at_every_timestamp_before_and_after_gc() {
             if !touched.insert(i) {
                 continue;
             }
-            // Long values go to the data CF; lock-only records change nothing.
+            // Long values go to the data CF when superseded; lock-only records change nothing.
             muts.push(match rng.below(10) {
                 0..=4 => Mutation::Put(key(i), format!("v{i}@{commit}").into_bytes()),
                 5 => Mutation::Put(key(i), vec![b'L'; 300 + i as usize]),
@@ -151,6 +147,16 @@ async fn reads_agree_with_the_history_at_every_timestamp_before_and_after_gc() {
             }
         }
     }
+}
+
+#[tokio::test]
+async fn reads_agree_with_the_history_at_every_timestamp_before_and_after_gc() {
+    let c = LocalClient::new(Arc::new(MvccStore::open(Arc::new(MemoryEngine::new())).expect("open")), false);
+    let keys = 12;
+    let mut model = Model::new();
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut now = 10;
+    random_txns(&c, &mut model, &mut rng, &mut now, keys, 300).await;
     for at in [5, 11, 12, 57, 200, 333, 480, now] {
         check_reads(&c, &model, keys, at, at.saturating_sub(40)).await;
     }
@@ -159,6 +165,19 @@ async fn reads_agree_with_the_history_at_every_timestamp_before_and_after_gc() {
     assert!(removed > 100, "only {removed} versions collected");
     for at in [400, 401, 480, now] {
         check_reads(&c, &model, keys, at, 400).await;
+    }
+    // Writes after GC supersede versions it kept; a second pass keeps what readers above
+    // its safe point need.
+    let before = now;
+    random_txns(&c, &mut model, &mut rng, &mut now, keys, 150).await;
+    for at in [400, 480, before, before + 1, before + 77, now] {
+        // (The changes since a point GC has passed may miss collected deletions.)
+        check_reads(&c, &model, keys, at, at.saturating_sub(30).max(400)).await;
+    }
+    let safe = before + 100;
+    assert!(c.store().gc(ts(safe)).expect("gc").versions_removed > 0);
+    for at in [safe, safe + 1, safe + 50, now] {
+        check_reads(&c, &model, keys, at, safe).await;
     }
 }
 
@@ -323,4 +342,73 @@ async fn a_store_from_before_the_latest_cf_gets_it_built_at_open() {
     engine.write(b, true).expect("write");
     let err = MvccStore::open(engine).err().expect("unknown layout refused");
     assert!(err.to_string().contains("unknown MVCC layout"), "{err}");
+}
+
+#[tokio::test]
+async fn a_newest_put_lives_only_in_the_latest_cf_until_superseded() {
+    let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::new());
+    let c = LocalClient::new(Arc::new(MvccStore::open(engine.clone()).expect("open")), false);
+    let (v1, v2) = (vec![b'x'; 1000], vec![b'y'; 700]);
+    let enc = encode_user_key(b"a");
+    let commit = |v: &Vec<u8>, start: u64| {
+        let (c, v) = (c.clone(), v.clone());
+        async move {
+            c.prewrite(prewrite(vec![Mutation::Put(b"a".to_vec(), v)], ts(start))).await.expect("prewrite");
+            c.commit(&[b"a".to_vec()], ts(start), ts(start + 1)).await.expect("commit");
+        }
+    };
+    commit(&v1, 10).await;
+    // An insert is written once: its latest record, with the long value inline.
+    let raw = engine.get(Cf::Latest, &enc).expect("get").expect("latest record");
+    let (at, w) = strata_mvcc::records::split_latest(&raw).expect("decode");
+    assert_eq!((at, w.kind, w.short_value), (ts(11), Kind::Put, Some(v1.as_slice())));
+    assert_eq!(engine.get(Cf::Write, &versioned(&enc, ts(11))).expect("get"), None);
+    assert_eq!(engine.get(Cf::Data, &versioned(&enc, ts(10))).expect("get"), None);
+    // Superseded, it moves into the write CF (its long value into the data CF); the new
+    // version is again only in the latest CF.
+    commit(&v2, 20).await;
+    let rec = engine.get(Cf::Write, &versioned(&enc, ts(11))).expect("get").expect("moved record");
+    assert_eq!(Write::decode(&rec).expect("decode"), Write { kind: Kind::Put, start_ts: ts(10), short_value: None });
+    assert_eq!(engine.get(Cf::Data, &versioned(&enc, ts(10))).expect("get"), Some(v1.clone()));
+    assert_eq!(engine.get(Cf::Write, &versioned(&enc, ts(21))).expect("get"), None);
+    let raw = engine.get(Cf::Latest, &enc).expect("get").expect("latest record");
+    assert_eq!(strata_mvcc::records::split_latest(&raw).expect("decode").1.short_value, Some(v2.as_slice()));
+    assert_eq!(c.batch_get(&[b"a".to_vec()], ts(30)).await.expect("get"), vec![Some(v2.clone())]);
+    assert_eq!(c.batch_get(&[b"a".to_vec()], ts(15)).await.expect("get"), vec![Some(v1.clone())]);
+    assert_eq!(c.batch_get(&[b"a".to_vec()], ts(5)).await.expect("get"), vec![None]);
+    assert_eq!(c.scan(b"", b"z", ts(15), 10).await.expect("scan"), vec![(b"a".to_vec(), v1.clone())]);
+    // A transaction's status is found on either side of the move.
+    let status = |start: u64| c.store().check_txn_status(b"a", ts(start), ts(100), false).expect("status");
+    assert_eq!(status(10), strata_kv::TxnStatus::Committed(ts(11)));
+    assert_eq!(status(20), strata_kv::TxnStatus::Committed(ts(21)));
+    // GC past both keeps only the newest (in the latest CF) and drops the moved one.
+    c.store().gc(ts(40)).expect("gc");
+    assert_eq!(engine.get(Cf::Write, &versioned(&enc, ts(11))).expect("get"), None);
+    assert_eq!(engine.get(Cf::Data, &versioned(&enc, ts(10))).expect("get"), None);
+    assert_eq!(c.batch_get(&[b"a".to_vec()], ts(50)).await.expect("get"), vec![Some(v2.clone())]);
+    // A deletion has its twin in the write CF, where GC finds it; the Put it supersedes moves.
+    c.prewrite(prewrite(vec![Mutation::Delete(b"a".to_vec())], ts(60))).await.expect("prewrite");
+    c.commit(&[b"a".to_vec()], ts(60), ts(61)).await.expect("commit");
+    assert!(engine.get(Cf::Write, &versioned(&enc, ts(61))).expect("get").is_some());
+    assert!(engine.get(Cf::Write, &versioned(&enc, ts(21))).expect("get").is_some());
+    assert_eq!(c.batch_get(&[b"a".to_vec()], ts(55)).await.expect("get"), vec![Some(v2)]);
+    c.store().gc(ts(70)).expect("gc");
+    assert_eq!(engine.get(Cf::Latest, &enc).expect("get"), None);
+    assert_eq!(engine.get(Cf::Write, &versioned(&enc, ts(21))).expect("get"), None);
+    assert_eq!(engine.get(Cf::Data, &versioned(&enc, ts(20))).expect("get"), None);
+}
+
+#[tokio::test]
+async fn checks_that_walk_the_history_see_a_put_only_the_latest_cf_holds() {
+    let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::new());
+    let c = LocalClient::new(Arc::new(MvccStore::open(engine.clone()).expect("open")), false);
+    c.prewrite(prewrite(vec![Mutation::Put(b"k".to_vec(), b"1".to_vec())], ts(12))).await.expect("prewrite");
+    c.commit(&[b"k".to_vec()], ts(12), ts(15)).await.expect("commit");
+    // An optimistic transaction that started at 10 and read k FOR UPDATE conflicts with it.
+    let lock_only = c.prewrite(prewrite(vec![Mutation::Lock(b"k".to_vec())], ts(10))).await;
+    assert!(matches!(lock_only, Err(strata_common::Error::WriteConflict { .. })), "{lock_only:?}");
+    // A late duplicate of the committed transaction's prewrite is refused, not staged again.
+    let again = c.prewrite(prewrite(vec![Mutation::Lock(b"k".to_vec())], ts(12))).await;
+    assert!(again.is_err(), "{again:?}");
+    assert_eq!(c.store().lock_count(), 0);
 }

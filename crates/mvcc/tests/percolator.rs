@@ -265,25 +265,27 @@ async fn gc_skips_passes_that_could_remove_nothing() {
     let c = client();
     write(&c, vec![put("a", "1")], 10, 11).await;
     write(&c, vec![put("a", "2")], 20, 21).await;
-    // The first pass walks everything (the store does not know what is there).
+    // The first pass walks everything (the store does not know what is there): the write
+    // CF holds a@11, moved there by a@21, which is only in the latest CF.
     let first = c.store().gc(ts(15)).expect("gc");
-    assert_eq!((first.versions_removed, first.records_walked), (0, 2));
+    assert_eq!((first.versions_removed, first.records_walked), (0, 1));
     // a@21 was above that safe point: a pass above it has work.
     let second = c.store().gc(ts(30)).expect("gc");
-    assert_eq!((second.versions_removed, second.records_walked), (1, 2));
+    assert_eq!((second.versions_removed, second.records_walked), (1, 1));
     // Nothing written since and everything below the last safe point: nothing to walk.
     assert_eq!(c.store().gc(ts(40)).expect("gc").records_walked, 0);
     assert_eq!(c.store().gc(ts(50)).expect("gc").records_walked, 0);
     // A commit makes the next pass walk, and the one after its safe point passes the commit.
     write(&c, vec![put("a", "3")], 60, 61).await;
     assert_eq!(c.store().gc(ts(55)).expect("gc").versions_removed, 0);
+    // (a@21 moved into the write CF; a@61 is only in the latest CF.)
     let above = c.store().gc(ts(70)).expect("gc");
-    assert_eq!((above.versions_removed, above.records_walked), (1, 2));
+    assert_eq!((above.versions_removed, above.records_walked), (1, 1));
     assert_eq!(c.store().gc(ts(80)).expect("gc").records_walked, 0);
     // A rollback record is a write too, even at a timestamp below the last safe point.
     c.rollback(&[b"z".to_vec()], ts(5)).await.expect("rollback");
     let stale = c.store().gc(ts(90)).expect("gc");
-    assert_eq!((stale.versions_removed, stale.records_walked), (1, 2));
+    assert_eq!((stale.versions_removed, stale.records_walked), (1, 1));
     assert_eq!(get(&c, "a", 100).await.expect("read").as_deref(), Some("3"));
 }
 
@@ -368,7 +370,7 @@ async fn locks_stay_in_memory_and_commit_writes_the_transaction_in_one_batch() {
     use strata_storage::Cf;
     let c = client();
     let engine = c.store().engine().clone();
-    let long = "L".repeat(1000); // past the inline limit: goes to the data CF at commit
+    let long = "L".repeat(1000); // past the inline limit of write records
     c.pessimistic_lock(lock_one("a", 10, 10)).await.expect("lock");
     let mut req = prewrite(vec![put("a", "short"), put("b", &long)], ts(10), LockMode::Pessimistic);
     Arc::get_mut(&mut req).expect("sole owner").locked = vec![true, false];
@@ -385,9 +387,10 @@ async fn locks_stay_in_memory_and_commit_writes_the_transaction_in_one_batch() {
     c.commit(&[b"a".to_vec(), b"b".to_vec()], ts(10), ts(11)).await.expect("commit");
     assert_eq!(c.store().lock_count(), 0);
     assert!(cf_entries(&engine, Cf::Lock).is_empty(), "nothing ever reaches the lock CF");
-    assert_eq!(cf_entries(&engine, Cf::Write).len(), 2);
-    assert_eq!(cf_entries(&engine, Cf::Latest).len(), 2, "each key's newest record, repeated");
-    assert_eq!(cf_entries(&engine, Cf::Data).len(), 1, "the long value");
+    // A new Put is written once, to the latest CF, its value inline whatever its size.
+    assert_eq!(cf_entries(&engine, Cf::Write).len(), 0);
+    assert_eq!(cf_entries(&engine, Cf::Latest).len(), 2, "each key's newest record");
+    assert_eq!(cf_entries(&engine, Cf::Data).len(), 0);
     assert_eq!(get(&c, "a", 20).await.expect("read").as_deref(), Some("short"));
     assert_eq!(get(&c, "b", 20).await.expect("read").as_deref(), Some(long.as_str()));
     let rows = c.scan(b"a", b"z", ts(20), 100).await.expect("scan");
