@@ -36,9 +36,13 @@ pub fn deleted_entries_skipped<T>(f: impl FnOnce() -> T) -> (T, u64) {
     (out, skipped)
 }
 
-/// Capacity of the block cache all column families share (uncompressed blocks; memory
-/// is taken as blocks are read, not up front).
-const BLOCK_CACHE_BYTES: usize = 512 << 20;
+/// Capacity of the block cache all column families share when the caller names none
+/// (`open`; the server sizes it by `--block-cache-size`). Uncompressed blocks; memory is
+/// taken as blocks are read, not up front.
+pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 512 << 20;
+
+/// The smallest block cache `open_with` makes.
+const MIN_BLOCK_CACHE_BYTES: usize = 8 << 20;
 
 /// Bloom filter bits per key (about 1% false positives).
 const BLOOM_BITS_PER_KEY: f64 = 10.0;
@@ -106,6 +110,11 @@ impl RocksEngine {
     /// Opens (creating if needed) the database in `dir`. RocksDB's own LOCK file refuses a
     /// second process on the same directory.
     pub fn open(dir: &Path) -> Result<RocksEngine> {
+        Self::open_with(dir, DEFAULT_BLOCK_CACHE_BYTES)
+    }
+
+    /// `open` with a block cache of `block_cache_bytes` (at least 8 MiB).
+    pub fn open_with(dir: &Path, block_cache_bytes: usize) -> Result<RocksEngine> {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
@@ -116,7 +125,7 @@ impl RocksEngine {
         // has been flushed; the lock, data and raw CFs fill theirs slowly, so without a cap
         // they kept ~1 GB of WAL after a 4-warehouse TPC-C load (and a restart replays it).
         opts.set_max_total_wal_size(MAX_TOTAL_WAL_BYTES);
-        let cache = Cache::new_lru_cache(BLOCK_CACHE_BYTES);
+        let cache = Cache::new_lru_cache(block_cache_bytes.max(MIN_BLOCK_CACHE_BYTES));
         let cfs = Cf::ALL.iter().map(|&cf| {
             let mut o = Options::default();
             o.set_compression_per_level(&COMPRESSION_PER_LEVEL);

@@ -71,6 +71,12 @@ struct ServerArgs {
     /// read the row store) and is tried again every minute. "0" for no limit.
     #[arg(long, default_value = "25%")]
     columnar_memory_limit: String,
+    /// RocksDB's block cache, shared by every column family, as for --memory-limit (memory
+    /// is taken as blocks are read). Blocks it misses are read from the files (the OS page
+    /// cache at best): at 512 MiB a 4-warehouse TPC-C run read 12 blocks per transaction
+    /// that way. "0" (or a share when the RAM size is unknown): 512 MiB.
+    #[arg(long, default_value = "20%")]
+    block_cache_size: String,
     /// Data directory.
     #[arg(long, default_value = "./strata-data")]
     data_dir: PathBuf,
@@ -146,7 +152,11 @@ async fn server(args: ServerArgs) -> Result<()> {
     strata_sql::context::set_server_memory_limit(memory_limit);
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
-    let rocks = match RocksEngine::open(&args.data_dir.join("kv")) {
+    let block_cache = match parse_memory_limit("--block-cache-size", &args.block_cache_size, total_ram())? {
+        0 => strata_storage_rocks::DEFAULT_BLOCK_CACHE_BYTES, // RAM unknown, or "0"
+        n => n,
+    };
+    let rocks = match RocksEngine::open_with(&args.data_dir.join("kv"), block_cache) {
         Ok(r) => r,
         Err(e) if e.to_string().contains("lock") => {
             bail!("data dir {} is locked by another process ({e})", args.data_dir.display())
