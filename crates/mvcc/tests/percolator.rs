@@ -213,12 +213,8 @@ async fn a_rolled_back_transaction_cannot_lock_or_write_its_keys_again() {
 async fn deadlock_victim_gets_an_error() {
     let c = client();
     let lock = |k: &str, start: u64, wait: Option<u64>| PessimisticLockRequest {
-        keys: vec![k.as_bytes().to_vec()],
-        primary: k.as_bytes().to_vec(),
-        start_ts: ts(start),
-        for_update_ts: ts(start),
-        ttl_ms: 3000,
         wait_timeout_ms: wait,
+        ..lock_one(k, start, start)
     };
     c.pessimistic_lock(lock("a", 10, None)).await.expect("t1 locks a");
     c.pessimistic_lock(lock("b", 11, None)).await.expect("t2 locks b");
