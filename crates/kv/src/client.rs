@@ -143,6 +143,14 @@ pub trait Client: Send + Sync + 'static {
     /// Garbage-collects versions no reader at or above `safe_point` can see; returns how
     /// many it removed.
     async fn gc(&self, safe_point: Timestamp) -> Result<u64>;
+    /// Lets the store forget deletions committed below `below` from its current-version
+    /// index, so scans stop stepping over them: the caller knows no running reader is
+    /// below `below` (a reader that is stays correct, only slower). Returns how many
+    /// deletions it looked at.
+    async fn prune_deletes(&self, below: Timestamp) -> Result<u64> {
+        let _ = below;
+        Ok(0)
+    }
     /// Removes every version and lock of the keys in `[start, end)` at once, outside MVCC,
     /// and gives their space back (TiKV's UnsafeDestroyRange). Only for ranges nobody can
     /// reach any more: the caller has seen the GC safe point pass the change that orphaned

@@ -105,7 +105,7 @@ impl MvccStore {
 
     /// Deletes the latest CF records of `keys` (encoded key, commit timestamp of a deletion)
     /// that are still those deletions: a key committed since keeps its new record.
-    fn forget_deleted(&self, keys: &[(Vec<u8>, Timestamp)]) -> Result<()> {
+    pub(crate) fn forget_deleted(&self, keys: &[(Vec<u8>, Timestamp)]) -> Result<()> {
         let users = keys.iter().map(|(enc, _)| decode_user_key(enc)).collect::<Result<Vec<_>>>()?;
         let _g = self.latches.acquire(users.iter());
         let mut batch = WriteBatch::default();

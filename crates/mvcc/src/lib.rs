@@ -7,6 +7,7 @@ pub mod latches;
 pub mod local;
 pub mod lock_manager;
 mod lock_table;
+mod prune;
 pub mod records;
 pub mod store;
 pub mod tso;

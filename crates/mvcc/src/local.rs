@@ -228,6 +228,11 @@ impl Client for LocalClient {
         blocking(move || store.gc(safe_point).map(|s| s.versions_removed)).await
     }
 
+    async fn prune_deletes(&self, below: Timestamp) -> Result<u64> {
+        let store = self.store.clone();
+        blocking(move || store.prune_deletes(below)).await
+    }
+
     async fn unsafe_destroy_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
         let (store, start, end) = (self.store.clone(), start.to_vec(), end.to_vec());
         blocking(move || store.destroy_range(&start, &end)).await

@@ -50,6 +50,16 @@ pub struct MvccStore {
     /// does not know (written before this process opened the store): the oracle's persisted
     /// high-water mark at open, above every timestamp issued before.
     rollback_boundary: Timestamp,
+    /// Deletions whose latest records go once no reader is older (`prune`).
+    pub(crate) prune: crate::prune::Prune,
+}
+
+/// A key past every version of `enc` and before the next encoded key (encoded keys are
+/// prefix-free, so no other key starts with `enc`).
+fn past_versions(enc: &[u8]) -> Vec<u8> {
+    let mut k = versioned(enc, Timestamp::ZERO);
+    k.push(0);
+    k
 }
 
 /// The error of a checked read (`get_at`) that found `key` committed at `commit_ts`, after
@@ -154,6 +164,7 @@ impl MvccStore {
             group,
             rolled_back_txns: parking_lot::RwLock::default(),
             rollback_boundary: Timestamp::compose(limit, 0),
+            prune: crate::prune::Prune::new(Timestamp::compose(limit, 0)),
             engine,
             latches: Latches::default(),
             locks,
@@ -230,8 +241,14 @@ impl MvccStore {
             return Err(lock_info(key, &l));
         }
         let enc = encode_user_key(key);
-        // No latest record: the key never had a value (or its deletion was collected).
-        let Some(raw) = self.engine.get(Cf::Latest, &enc)? else { return Ok(None) };
+        // No latest record: the key never had a value, or its deletion was collected or
+        // pruned (`prune`: below the floor, the deletion may be newer than `ts`).
+        let Some(raw) = self.engine.get(Cf::Latest, &enc)? else {
+            if self.prune.below_floor(ts) {
+                return self.get_pruned(key, &enc, ts, check);
+            }
+            return Ok(None);
+        };
         let (commit_ts, w) = split_latest(&raw)?;
         if commit_ts <= ts {
             return self.value_of(&enc, w);
@@ -245,6 +262,33 @@ impl MvccStore {
             Some((_, w)) => self.value_of(&enc, w),
             None => Ok(None),
         }
+    }
+
+    /// `get_at` of a key without a latest record, for a reader below the prune floor: the
+    /// write CF alone, where a pruned Delete keeps its twin.
+    fn get_pruned(&self, key: &[u8], enc: &[u8], ts: Timestamp, check: bool) -> Result<Option<Vec<u8>>> {
+        let mut c = self.engine.versions_cursor(Cf::Write, enc)?;
+        if check {
+            c.seek(enc);
+            if let Some((commit_ts, _)) = Self::data_record(&mut *c, enc)? {
+                if commit_ts > ts {
+                    return Err(newer_version(key, ts, commit_ts));
+                }
+            }
+        }
+        c.seek(&versioned(enc, ts));
+        match Self::data_record(&mut *c, enc)? {
+            Some((_, w)) => self.value_of(enc, w),
+            None => Ok(None),
+        }
+    }
+
+    /// The newest Put or Delete of `enc` in the write CF: for a write command below the
+    /// prune floor, what a pruned latest record said.
+    fn newest_pruned(&self, enc: &[u8]) -> Result<Option<(Timestamp, Write)>> {
+        let mut c = self.engine.versions_cursor(Cf::Write, enc)?;
+        c.seek(enc);
+        Ok(Self::data_record(&mut *c, enc)?.map(|(ts, w)| (ts, w.to_owned())))
     }
 
     /// From the cursor's position (on one of `enc`'s versions, newest first), the first
@@ -305,6 +349,7 @@ impl MvccStore {
             start,
             end,
             ts,
+            ts,
             limit,
             check,
             |(k, _)| k,
@@ -333,6 +378,7 @@ impl MvccStore {
         self.walk_keys(
             start,
             end,
+            after,
             ts,
             limit,
             false,
@@ -351,14 +397,17 @@ impl MvccStore {
     /// (with its commit timestamp) and may produce an entry; the walk stops at `limit`
     /// entries. The walk is over the latest CF, one entry per key; only a key committed
     /// again after `ts` is looked up in the write CF, with one cursor for the whole walk.
-    /// Fails with the first lock that blocks a read at `ts`, up to the last key returned
-    /// when the limit cut it short; with `check`, with a write conflict at the first key
-    /// committed after `ts`.
+    /// `since` (at most `ts`) is the oldest timestamp whose view the caller needs: below the
+    /// prune floor, the walk also visits the keys whose latest Delete record was pruned,
+    /// from the write CF (`prune`). Fails with the first lock that blocks a read at `ts`, up
+    /// to the last key returned when the limit cut it short; with `check`, with a write
+    /// conflict at the first key committed after `ts`.
     #[allow(clippy::too_many_arguments)]
     fn walk_keys<T>(
         &self,
         start: &[u8],
         end: &[u8],
+        since: Timestamp,
         ts: Timestamp,
         limit: usize,
         check: bool,
@@ -371,13 +420,40 @@ impl MvccStore {
         let blocking = self.locks.find_in_range(start, end, |l| Self::blocks_read(l, ts));
         let (enc_start, enc_end) = (encode_user_key(start), encode_user_key(end));
         let mut latest = self.engine.cursor(Cf::Latest, &enc_start, &enc_end)?;
+        // Asked once the cursor has pinned its snapshot (`prune`).
+        let mut pruned = match self.prune.below_floor(since) {
+            true => Some(self.engine.cursor(Cf::Write, &enc_start, &enc_end)?),
+            false => None,
+        };
         let mut older: Option<Box<dyn Cursor + '_>> = None;
         let mut out = Vec::new();
         if limit > 0 {
             latest.seek(&enc_start);
+            if let Some(p) = &mut pruned {
+                p.seek(&enc_start);
+            }
         }
-        while out.len() < limit && latest.valid()? {
-            let enc = latest.key();
+        while out.len() < limit {
+            let next = if latest.valid()? { Some(latest.key()) } else { None };
+            if let Some(p) = &mut pruned {
+                if p.valid()? {
+                    let k = split_versioned(p.key())?.0.to_vec();
+                    if next.is_none_or(|l| k.as_slice() < l) {
+                        // Versions without a latest record: a pruned Delete is the newest.
+                        if let Some((commit_ts, w)) = Self::pruned_record(&mut **p, &k, ts, check)? {
+                            if let Some(t) = visit(&k, commit_ts, w)? {
+                                out.push(t);
+                            }
+                        }
+                        p.seek(&past_versions(&k));
+                        continue;
+                    }
+                    if next == Some(k.as_slice()) {
+                        p.seek(&past_versions(&k)); // read through its latest record below
+                    }
+                }
+            }
+            let Some(enc) = next else { break };
             let (commit_ts, w) = split_latest(latest.value())?;
             let entry = if commit_ts <= ts {
                 visit(enc, commit_ts, w)?
@@ -405,6 +481,26 @@ impl MvccStore {
             Some((key, l)) if bound.as_ref().is_none_or(|b| key <= *b) => Err(lock_info(&key, &l)),
             _ => Ok(out),
         }
+    }
+
+    /// For a walk below the prune floor, the data record at or below `ts` of `enc`, a key
+    /// with versions in the write CF but no latest record, from `c` positioned on its
+    /// newest version; with `check`, a write conflict if its newest is after `ts`.
+    fn pruned_record<'c>(
+        c: &'c mut dyn Cursor,
+        enc: &[u8],
+        ts: Timestamp,
+        check: bool,
+    ) -> Result<Option<(Timestamp, WriteRef<'c>)>> {
+        if check {
+            if let Some((commit_ts, _)) = Self::data_record(c, enc)? {
+                if commit_ts > ts {
+                    return Err(newer_version(&decode_user_key(enc)?, ts, commit_ts));
+                }
+            }
+        }
+        c.seek(&versioned(enc, ts));
+        Self::data_record(c, enc)
     }
 
     /// Finds the write record `start_ts` left on `key` (commit or rollback), if any: in the
@@ -571,7 +667,12 @@ impl MvccStore {
             if held.is_some() {
                 continue; // ours already
             }
-            if let Some((commit_ts, w)) = latest {
+            // A pruned Delete may be newer than the transaction (`prune`).
+            let pruned = match latest {
+                None if self.prune.below_floor(req.start_ts) => self.newest_pruned(&enc)?,
+                _ => None,
+            };
+            if let Some((commit_ts, w)) = latest.or(pruned.as_ref().map(|(ts, w)| (*ts, w.as_ref()))) {
                 if commit_ts > req.for_update_ts {
                     return Err(Error::WriteConflict {
                         start_ts: req.start_ts,
@@ -606,10 +707,15 @@ impl MvccStore {
     /// Put or Delete is older and there is no rollback at `start_ts`. False means "look
     /// closer" (`history`), not that a record of `start_ts` exists.
     fn untouched_since(&self, enc: &[u8], start_ts: Timestamp) -> Result<bool> {
-        if let Some(raw) = self.engine.get(Cf::Latest, enc)? {
-            if split_latest(&raw)?.0 >= start_ts {
-                return Ok(false);
+        match self.engine.get(Cf::Latest, enc)? {
+            Some(raw) => {
+                if split_latest(&raw)?.0 >= start_ts {
+                    return Ok(false);
+                }
             }
+            // A pruned Delete may be newer than `start_ts` (`prune`).
+            None if self.prune.below_floor(start_ts) => return Ok(false),
+            None => {}
         }
         Ok(!self.rolled_back(enc, start_ts)?)
     }
@@ -816,6 +922,9 @@ impl MvccStore {
             if l.kind == Kind::Put {
                 return Ok(()); // its latest record is its only copy until superseded
             }
+        }
+        if l.kind == Kind::Delete {
+            self.prune.note_delete(enc, commit_ts);
         }
         Self::put_version(changes, enc, commit_ts, l.start_ts, l.kind, l.short_value);
         Ok(())

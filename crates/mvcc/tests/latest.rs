@@ -412,3 +412,90 @@ async fn checks_that_walk_the_history_see_a_put_only_the_latest_cf_holds() {
     assert!(again.is_err(), "{again:?}");
     assert_eq!(c.store().lock_count(), 0);
 }
+
+#[tokio::test]
+async fn reads_below_the_prune_floor_still_see_pruned_deletions() {
+    let c = LocalClient::new(Arc::new(MvccStore::open(Arc::new(MemoryEngine::new())).expect("open")), false);
+    let keys = 12;
+    let mut model = Model::new();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut now = 10;
+    random_txns(&c, &mut model, &mut rng, &mut now, keys, 200).await;
+    // Prune at 250: the deletions committed below it lose their latest records, and every
+    // read, above or below the floor (a reader the caller did not know of), is unchanged.
+    let looked = c.store().prune_deletes(ts(250)).expect("prune");
+    assert!(looked > 10, "only {looked} deletions pruned");
+    assert_eq!(c.store().pending_prunes() as u64, model.values().flatten().filter(|(c, v)| v.is_none() && *c > 250).count() as u64);
+    for at in [5, 11, 57, 200, 249, 250, 251, 333, now] {
+        check_reads(&c, &model, keys, at, at.saturating_sub(40)).await;
+    }
+    // Pruning, GC and new writes in turn.
+    let before = now;
+    random_txns(&c, &mut model, &mut rng, &mut now, keys, 100).await;
+    c.store().prune_deletes(ts(now)).expect("prune");
+    assert_eq!(c.store().pending_prunes(), 0);
+    for at in [250, before, before + 9, now] {
+        check_reads(&c, &model, keys, at, at.saturating_sub(30)).await;
+    }
+    assert!(c.store().gc(ts(before)).expect("gc").versions_removed > 0);
+    random_txns(&c, &mut model, &mut rng, &mut now, keys, 60).await;
+    c.store().prune_deletes(ts(now - 20)).expect("prune");
+    for at in [before, before + 9, now - 30, now - 21, now] {
+        check_reads(&c, &model, keys, at, at.saturating_sub(30).max(before)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_pruned_deletion_is_not_stepped_over_and_still_conflicts() {
+    let steps = Arc::new(AtomicU64::new(0));
+    let engine = Arc::new(Counting { inner: MemoryEngine::new(), cf: Cf::Latest, steps: steps.clone() });
+    let c = LocalClient::new(Arc::new(MvccStore::open(engine).expect("open")), false);
+    // A queue: 100 rows inserted, the oldest 90 deleted one by one.
+    let muts: Vec<Mutation> = (0..100).map(|i| Mutation::Put(key(i), b"v".to_vec())).collect();
+    let ks: Vec<Vec<u8>> = muts.iter().map(|m| m.key().to_vec()).collect();
+    c.prewrite(prewrite(muts, ts(10))).await.expect("prewrite");
+    c.commit(&ks, ts(10), ts(11)).await.expect("commit");
+    for i in 0..90 {
+        let t = 20 + 2 * i;
+        c.prewrite(prewrite(vec![Mutation::Delete(key(i))], ts(t))).await.expect("prewrite");
+        c.commit(&[key(i)], ts(t), ts(t + 1)).await.expect("commit");
+    }
+    let first = |at: u64| {
+        let c = c.clone();
+        async move { c.scan(b"k", b"l", ts(at), 1).await.expect("scan") }
+    };
+    steps.store(0, Ordering::Relaxed);
+    assert_eq!(first(300).await, vec![(key(90), b"v".to_vec())]);
+    assert!(steps.load(Ordering::Relaxed) > 90, "the scan steps over the deletions");
+    // Pruned up to 150 (the deletions of k000..k064): the scan starts at k065.
+    assert_eq!(c.store().prune_deletes(ts(150)).expect("prune"), 65);
+    steps.store(0, Ordering::Relaxed);
+    assert_eq!(first(300).await, vec![(key(90), b"v".to_vec())]);
+    let n = steps.load(Ordering::Relaxed);
+    assert!((26..40).contains(&n), "{n} steps");
+    // A reader from before the deletions still sees the rows.
+    assert_eq!(first(15).await, vec![(key(0), b"v".to_vec())]);
+    assert_eq!(c.batch_get(&[key(5)], ts(15)).await.expect("get"), vec![Some(b"v".to_vec())]);
+    // Write commands that started before a pruned deletion conflict with it.
+    let late = c.prewrite(prewrite(vec![Mutation::Put(key(5), b"w".to_vec())], ts(12))).await;
+    assert!(matches!(late, Err(strata_common::Error::WriteConflict { .. })), "{late:?}");
+    let lock = strata_kv::PessimisticLockRequest {
+        keys: vec![key(6)],
+        primary: key(6),
+        start_ts: ts(13),
+        for_update_ts: ts(13),
+        ttl_ms: 3000,
+        wait_timeout_ms: None,
+    };
+    let locked = c.pessimistic_lock(lock.clone()).await;
+    assert!(matches!(locked, Err(strata_common::Error::WriteConflict { .. })), "{locked:?}");
+    // At a newer for_update_ts the lock is taken, and the key reads as deleted.
+    let locked = c.pessimistic_lock(strata_kv::PessimisticLockRequest { for_update_ts: ts(200), ..lock }).await;
+    assert_eq!(locked.expect("lock"), vec![None]);
+    // Pruning again skips what is not a deletion any more: k070 written since.
+    c.prewrite(prewrite(vec![Mutation::Put(key(70), b"again".to_vec())], ts(400))).await.expect("prewrite");
+    c.commit(&[key(70)], ts(400), ts(401)).await.expect("commit");
+    c.store().prune_deletes(ts(500)).expect("prune");
+    assert_eq!(first(500).await, vec![(key(70), b"again".to_vec())]);
+    assert_eq!(c.scan(b"k", b"l", ts(500), usize::MAX).await.expect("scan").len(), 11);
+}

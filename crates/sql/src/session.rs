@@ -79,6 +79,8 @@ const GC_RUN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 const DESTROY_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 /// How often auto-analyze looks for tables whose statistics are out of date.
 const AUTO_ANALYZE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often deletions are pruned from the store's current-version index (`prune_point`).
+const PRUNE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 /// Default of `--gc-life-time` (TiDB's tidb_gc_life_time default, 10 minutes).
 pub const DEFAULT_GC_LIFE: std::time::Duration = std::time::Duration::from_secs(600);
 
@@ -162,6 +164,22 @@ impl Engine {
                 }
             }
         });
+        // Pruning of deletions, every second: a table deleted from one end (a queue) is
+        // scanned over its deleted rows until they are pruned (mvcc's `prune`).
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(PRUNE_INTERVAL).await;
+                let Some(engine) = weak.upgrade() else { return };
+                let pruned = match engine.prune_point().await {
+                    Ok(point) => engine.client.prune_deletes(point).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = pruned {
+                    tracing::warn!("pruning deletions failed (retried later): {e}");
+                }
+            }
+        });
         // Auto-analyze, on its own task: analyzing a large table must not hold up GC.
         let weak = Arc::downgrade(self);
         tokio::spawn(async move {
@@ -205,6 +223,15 @@ impl Engine {
             safe = safe.min(floor);
         }
         Ok(safe)
+    }
+
+    /// The timestamp no running transaction of this engine reads below: the oldest one's
+    /// start, or now. Deletions committed below it are pruned (`Client::prune_deletes`);
+    /// a reader the engine does not track (an internal transaction) stays correct there.
+    pub async fn prune_point(&self) -> Result<Timestamp> {
+        // Now first: a transaction not in the active set yet fetches its start after this.
+        let now = self.oracle.get_ts().await?;
+        Ok(self.min_active_ts().map_or(now, |active| active.min(now)))
     }
 
     /// One GC pass behind the current safe point; returns the versions removed.
