@@ -425,7 +425,10 @@ async fn reads_below_the_prune_floor_still_see_pruned_deletions() {
     // read, above or below the floor (a reader the caller did not know of), is unchanged.
     let looked = c.store().prune_deletes(ts(250)).expect("prune");
     assert!(looked > 10, "only {looked} deletions pruned");
-    assert_eq!(c.store().pending_prunes() as u64, model.values().flatten().filter(|(c, v)| v.is_none() && *c > 250).count() as u64);
+    assert_eq!(
+        c.store().pending_prunes() as u64,
+        model.values().flatten().filter(|(c, v)| v.is_none() && *c > 250).count() as u64
+    );
     for at in [5, 11, 57, 200, 249, 250, 251, 333, now] {
         check_reads(&c, &model, keys, at, at.saturating_sub(40)).await;
     }
