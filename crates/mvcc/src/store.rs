@@ -707,15 +707,12 @@ impl MvccStore {
     /// Put or Delete is older and there is no rollback at `start_ts`. False means "look
     /// closer" (`history`), not that a record of `start_ts` exists.
     fn untouched_since(&self, enc: &[u8], start_ts: Timestamp) -> Result<bool> {
-        match self.engine.get(Cf::Latest, enc)? {
-            Some(raw) => {
-                if split_latest(&raw)?.0 >= start_ts {
-                    return Ok(false);
-                }
-            }
+        let newest = self.engine.get(Cf::Latest, enc)?.map(|raw| split_latest(&raw).map(|(ts, _)| ts)).transpose()?;
+        match newest {
+            Some(commit_ts) if commit_ts >= start_ts => return Ok(false),
             // A pruned Delete may be newer than `start_ts` (`prune`).
             None if self.prune.below_floor(start_ts) => return Ok(false),
-            None => {}
+            _ => {}
         }
         Ok(!self.rolled_back(enc, start_ts)?)
     }
