@@ -146,7 +146,7 @@ pub trait Client: Send + Sync + 'static {
     /// Lets the store forget deletions committed below `below` from its current-version
     /// index, so scans stop stepping over them: the caller knows no running reader is
     /// below `below` (a reader that is stays correct, only slower). Returns how many
-    /// deletions it looked at.
+    /// deletions it forgot.
     async fn prune_deletes(&self, below: Timestamp) -> Result<u64> {
         let _ = below;
         Ok(0)

@@ -1,5 +1,6 @@
-//! Metrics of the store underneath, as Prometheus text: group commit's WAL fsyncs. One
-//! process-wide set, recorded by the store (`mvcc::group_sync`) and rendered with the
+//! Metrics of the store underneath, as Prometheus text: group commit's WAL fsyncs and the
+//! deletions pruned from the current-version index. One
+//! process-wide set, recorded by the store (`mvcc::group_sync`, `mvcc::prune`) and rendered with the
 //! server's other metrics.
 
 use strata_common::histogram::Histogram;
@@ -31,4 +32,16 @@ impl SyncMetrics {
             self.waiters.load(std::sync::atomic::Ordering::Relaxed)
         ));
     }
+}
+
+/// Deletions the store dropped from its current-version index before GC (mvcc's `prune`).
+pub static PRUNED_DELETIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Appends the pruning counter in Prometheus's text format.
+pub fn render_pruned(out: &mut String) {
+    let name = "strata_mvcc_pruned_deletions_total";
+    out.push_str(&format!(
+        "# HELP {name} Deleted rows' current-version records dropped before GC, so scans skip them.\n# TYPE {name} counter\n{name} {}\n",
+        PRUNED_DELETIONS.load(std::sync::atomic::Ordering::Relaxed)
+    ));
 }

@@ -105,7 +105,8 @@ impl MvccStore {
 
     /// Deletes the latest CF records of `keys` (encoded key, commit timestamp of a deletion)
     /// that are still those deletions: a key committed since keeps its new record.
-    pub(crate) fn forget_deleted(&self, keys: &[(Vec<u8>, Timestamp)]) -> Result<()> {
+    /// Returns how many it deleted.
+    pub(crate) fn forget_deleted(&self, keys: &[(Vec<u8>, Timestamp)]) -> Result<usize> {
         let users = keys.iter().map(|(enc, _)| decode_user_key(enc)).collect::<Result<Vec<_>>>()?;
         let _g = self.latches.acquire(users.iter());
         let mut batch = WriteBatch::default();
@@ -116,10 +117,11 @@ impl MvccStore {
                 batch.delete(Cf::Latest, enc.clone());
             }
         }
-        if batch.is_empty() {
-            return Ok(());
+        let n = batch.ops.len();
+        if n > 0 {
+            self.engine().write(batch, false)?;
         }
-        self.engine().write(batch, false)
+        Ok(n)
     }
 
     /// Removes versions no reader at or above `safe_point` can see. Skipped (nothing

@@ -86,7 +86,7 @@ impl Prune {
 
 impl MvccStore {
     /// Raises the prune floor to `below` (never lowers it) and drops the latest records of
-    /// the noted Deletes committed under the floor; returns how many were looked at. The
+    /// the noted Deletes committed under the floor; returns how many records it dropped. The
     /// caller passes a timestamp no running reader is below (module docs: a reader below
     /// it stays correct, only slower).
     pub fn prune_deletes(&self, below: Timestamp) -> Result<u64> {
@@ -98,8 +98,9 @@ impl MvccStore {
             if batch.is_empty() {
                 return Ok(n);
             }
-            n += batch.len() as u64;
-            self.forget_deleted(&batch)?;
+            let dropped = self.forget_deleted(&batch)? as u64;
+            strata_kv::metrics::PRUNED_DELETIONS.fetch_add(dropped, Ordering::Relaxed);
+            n += dropped;
         }
     }
 

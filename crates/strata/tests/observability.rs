@@ -82,6 +82,18 @@ async fn metrics_are_prometheus_text_counting_statements_phases_plan_cache_and_w
     let connections = after.samples.iter().find(|s| s.metric == "strata_connections").expect("connections");
     assert!(matches!(connections.value, prometheus_parse::Value::Gauge(n) if n >= 1.0), "{connections:?}");
 
+    // A deleted row's current-version record is pruned within seconds, not at GC (ten
+    // minutes on): once the DELETE has committed, no transaction is older than it.
+    c.query_drop("DELETE FROM m.t WHERE id = 2").await.expect("delete");
+    let pruned = |s: &prometheus_parse::Scrape| value(s, "strata_mvcc_pruned_deletions_total", None);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while pruned(&scrape()) - pruned(&before) < 1.0 {
+        assert!(std::time::Instant::now() < deadline, "the deletion was not pruned");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let rows: Vec<(i64, i64)> = c.query("SELECT id, v FROM m.t").await.expect("select");
+    assert_eq!(rows, vec![(1, 11)]);
+
     // The Grafana dashboard in the repository charts only metrics the server exports.
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/grafana/strata.json");
     let dashboard: serde_json::Value =
