@@ -245,7 +245,7 @@ impl MvccStore {
         // pruned (`prune`: below the floor, the deletion may be newer than `ts`).
         let Some(raw) = self.engine.get(Cf::Latest, &enc)? else {
             if self.prune.below_floor(ts) {
-                return self.get_pruned(key, &enc, ts, check);
+                return self.get_pruned(&enc, ts, check);
             }
             return Ok(None);
         };
@@ -266,18 +266,10 @@ impl MvccStore {
 
     /// `get_at` of a key without a latest record, for a reader below the prune floor: the
     /// write CF alone, where a pruned Delete keeps its twin.
-    fn get_pruned(&self, key: &[u8], enc: &[u8], ts: Timestamp, check: bool) -> Result<Option<Vec<u8>>> {
+    fn get_pruned(&self, enc: &[u8], ts: Timestamp, check: bool) -> Result<Option<Vec<u8>>> {
         let mut c = self.engine.versions_cursor(Cf::Write, enc)?;
-        if check {
-            c.seek(enc);
-            if let Some((commit_ts, _)) = Self::data_record(&mut *c, enc)? {
-                if commit_ts > ts {
-                    return Err(newer_version(key, ts, commit_ts));
-                }
-            }
-        }
-        c.seek(&versioned(enc, ts));
-        match Self::data_record(&mut *c, enc)? {
+        c.seek(enc);
+        match Self::pruned_record(&mut *c, enc, ts, check)? {
             Some((_, w)) => self.value_of(enc, w),
             None => Ok(None),
         }
@@ -483,9 +475,10 @@ impl MvccStore {
         }
     }
 
-    /// For a walk below the prune floor, the data record at or below `ts` of `enc`, a key
-    /// with versions in the write CF but no latest record, from `c` positioned on its
-    /// newest version; with `check`, a write conflict if its newest is after `ts`.
+    /// For a read below the prune floor (`get_pruned`, `walk_keys`), the data record at or
+    /// below `ts` of `enc`, a key with versions in the write CF but no latest record, from
+    /// `c` positioned on its newest version; with `check`, a write conflict if its newest is
+    /// after `ts`.
     fn pruned_record<'c>(
         c: &'c mut dyn Cursor,
         enc: &[u8],
