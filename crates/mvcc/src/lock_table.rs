@@ -37,6 +37,23 @@ pub(crate) struct Held {
     pub lock: Lock,
     /// Whether the lock CF has it too (a lock found there when the store opened).
     pub on_disk: bool,
+    /// The key's latest CF record when its pessimistic lock was taken.
+    pub prior: Prior,
+}
+
+/// A key's latest CF record as its pessimistic lock command read it, kept with the lock
+/// (and the prewrite lock that replaces it) so that commit, which moves a superseded Put
+/// into the write CF, need not read it again: while the transaction holds the lock nobody
+/// else commits the key. (Pruning may drop a Delete record meanwhile; commit moves nothing
+/// for a Delete, which has its twin in the write CF already, nor for no record, so the
+/// result is the same.)
+#[derive(Clone, Debug, Default)]
+pub(crate) enum Prior {
+    /// Not known: commit reads it.
+    #[default]
+    Unknown,
+    /// The record (`None`: the key had none).
+    Read(Option<std::sync::Arc<[u8]>>),
 }
 
 /// All locks, by key.
@@ -52,7 +69,7 @@ impl LockTable {
         let mut c = engine.cursor(Cf::Lock, &[], &[0xFF; 16])?;
         c.seek(&[]);
         while c.valid()? {
-            map.insert(c.key().to_vec(), Held { lock: Lock::decode(c.value())?, on_disk: true });
+            map.insert(c.key().to_vec(), Held { lock: Lock::decode(c.value())?, on_disk: true, prior: Prior::Unknown });
             c.next();
         }
         Ok(LockTable { map: RwLock::new(map) })
@@ -140,11 +157,11 @@ impl Changes {
     }
 
     /// Sets `key`'s lock; one that is `on_disk` is rewritten in the lock CF too.
-    pub fn put_lock(&mut self, key: &[u8], lock: Lock, on_disk: bool) {
+    pub fn put_lock(&mut self, key: &[u8], lock: Lock, on_disk: bool, prior: Prior) {
         if on_disk {
             self.batch.put(Cf::Lock, key.to_vec(), lock.encode());
         }
-        self.locks.push((key.to_vec(), Some(Held { lock, on_disk })));
+        self.locks.push((key.to_vec(), Some(Held { lock, on_disk, prior })));
     }
 
     /// Removes `key`'s lock `held`.

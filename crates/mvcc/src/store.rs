@@ -20,7 +20,7 @@ use strata_storage::{Cf, Cursor, Engine};
 
 use crate::group_sync::GroupSync;
 use crate::latches::Latches;
-use crate::lock_table::{Changes, Held, LockTable};
+use crate::lock_table::{Changes, Held, LockTable, Prior};
 use crate::records::{
     decode_user_key, encode_user_key, is_twinless, latest_record, latest_value, split_latest, split_versioned,
     versioned, Kind, Lock, Write, WriteRef, SHORT_VALUE_MAX,
@@ -29,6 +29,10 @@ use crate::records::{
 /// How many deleted entries a command's shared write-CF cursor may step over on one seek
 /// before it gives up and the key is read with a cursor of its own.
 const SHARED_CURSOR_SKIPS: u64 = 32;
+
+/// A pessimistic lock keeps the key's latest record for its commit (`Prior`) up to this
+/// size; a longer one is read again at commit.
+const PRIOR_MAX: usize = 4096;
 
 /// Percolator on one engine.
 pub struct MvccStore {
@@ -690,7 +694,12 @@ impl MvccStore {
                 for_update_ts: req.for_update_ts,
                 short_value: None,
             };
-            changes.put_lock(key, lock, false);
+            let prior = match &raw {
+                Some(r) if r.len() > PRIOR_MAX => Prior::Unknown,
+                Some(r) => Prior::Read(Some(r.as_slice().into())),
+                None => Prior::Read(None),
+            };
+            changes.put_lock(key, lock, false, prior);
         }
         self.apply(changes, sync)?;
         Ok(Ok(values))
@@ -747,11 +756,14 @@ impl MvccStore {
             let key = m.key();
             let enc = encode_user_key(key);
             let must_hold = req.mode == LockMode::Pessimistic && req.locked.get(i).copied().unwrap_or(false);
+            // What a pessimistic lock of ours read, for commit.
+            let mut prior = Prior::Unknown;
             match self.load_lock(key) {
                 Some(h) if h.lock.start_ts == req.start_ts => {
                     if h.lock.kind != Kind::Pessimistic {
                         continue; // already prewritten: the command is idempotent
                     }
+                    prior = h.prior;
                 }
                 Some(h) => return Err(lock_info(key, &h.lock)),
                 None if must_hold => return Err(Error::TxnRolledBack(req.start_ts)),
@@ -800,7 +812,7 @@ impl MvccStore {
                 for_update_ts: Timestamp::ZERO,
                 short_value: value.cloned(),
             };
-            changes.put_lock(key, lock, false);
+            changes.put_lock(key, lock, false, prior);
         }
         self.apply(changes, sync)
     }
@@ -879,7 +891,7 @@ impl MvccStore {
         commit_ts: Timestamp,
     ) -> Result<()> {
         changes.remove_lock(key, &held);
-        let l = held.lock;
+        let (l, prior) = (held.lock, held.prior);
         if matches!(l.kind, Kind::Put | Kind::Delete) && sink.is_some_and(|s| s.wants(key)) {
             let value = match (l.kind, &l.short_value) {
                 (Kind::Put, Some(v)) => Some(v.clone()),
@@ -891,8 +903,13 @@ impl MvccStore {
         }
         if matches!(l.kind, Kind::Put | Kind::Delete) {
             // The version this one supersedes moves into the write CF if it has no twin
-            // there (`records`). The latches keep its record as read until the batch lands.
-            if let Some(raw) = self.engine.get(Cf::Latest, enc)? {
+            // there (`records`). The latches keep its record as read until the batch lands;
+            // a pessimistic lock read it already (`Prior`).
+            let raw = match prior {
+                Prior::Read(raw) => raw,
+                Prior::Unknown => self.engine.get(Cf::Latest, enc)?.map(Arc::from),
+            };
+            if let Some(raw) = raw {
                 if is_twinless(&raw) {
                     let (old_ts, old) = split_latest(&raw)?;
                     Self::put_version(
@@ -989,8 +1006,8 @@ impl MvccStore {
             Some(h) if h.lock.start_ts == start_ts => {
                 if ttl_ms > h.lock.ttl_ms {
                     let mut changes = Changes::default();
-                    let on_disk = h.on_disk;
-                    changes.put_lock(primary, Lock { ttl_ms, ..h.lock }, on_disk);
+                    let (on_disk, prior) = (h.on_disk, h.prior);
+                    changes.put_lock(primary, Lock { ttl_ms, ..h.lock }, on_disk, prior);
                     self.apply(changes, sync)?;
                 }
                 Ok(true)

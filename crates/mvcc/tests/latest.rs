@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use strata_common::{Result, Timestamp};
-use strata_kv::{Client, LockMode, Mutation, PrewriteRequest};
+use strata_kv::{Client, LockMode, Mutation, PessimisticLockRequest, PrewriteRequest};
 use strata_mvcc::records::{encode_user_key, versioned, Kind, Write};
 use strata_mvcc::{LocalClient, MvccStore};
 use strata_storage::{Cf, Cursor, Engine, MemoryEngine, WriteBatch};
@@ -113,6 +113,20 @@ async fn check_reads(c: &LocalClient, model: &Model, keys: u64, at: u64, after: 
 /// Runs `n` random transactions over `keys` keys from timestamp `*now` on (a few are rolled
 /// back), recording what committed in `model`.
 async fn random_txns(c: &LocalClient, model: &mut Model, rng: &mut Rng, now: &mut u64, keys: u64, n: usize) {
+    random_txns_in(c, model, rng, now, keys, n, false).await
+}
+
+/// `random_txns`; with `pessimistic`, half the transactions lock their keys pessimistically
+/// before the prewrite, and some of those prune deletions between the lock and the commit.
+async fn random_txns_in(
+    c: &LocalClient,
+    model: &mut Model,
+    rng: &mut Rng,
+    now: &mut u64,
+    keys: u64,
+    n: usize,
+    pessimistic: bool,
+) {
     for _ in 0..n {
         let start = *now;
         let commit = *now + 1;
@@ -133,7 +147,27 @@ async fn random_txns(c: &LocalClient, model: &mut Model, rng: &mut Rng, now: &mu
             });
         }
         let ks: Vec<Vec<u8>> = muts.iter().map(|m| m.key().to_vec()).collect();
-        c.prewrite(prewrite(muts.clone(), ts(start))).await.expect("prewrite");
+        if pessimistic && rng.below(2) == 0 {
+            let req = PessimisticLockRequest {
+                keys: ks.clone(),
+                primary: ks[0].clone(),
+                start_ts: ts(start),
+                for_update_ts: ts(start),
+                ttl_ms: 3000,
+                wait_timeout_ms: None,
+            };
+            c.pessimistic_lock(req).await.expect("lock");
+            if rng.below(3) == 0 {
+                c.store().prune_deletes(ts(start)).expect("prune");
+            }
+            let req = prewrite(muts.clone(), ts(start));
+            let mut req = Arc::try_unwrap(req).expect("one owner");
+            req.mode = LockMode::Pessimistic;
+            req.locked = vec![true; req.mutations.len()];
+            c.prewrite(Arc::new(req)).await.expect("pessimistic prewrite");
+        } else {
+            c.prewrite(prewrite(muts.clone(), ts(start))).await.expect("prewrite");
+        }
         if rng.below(8) == 0 {
             c.rollback(&ks, ts(start)).await.expect("rollback");
             continue;
@@ -504,4 +538,27 @@ async fn a_pruned_deletion_is_not_stepped_over_and_still_conflicts() {
     c.store().prune_deletes(ts(500)).expect("prune");
     assert_eq!(first(500).await, vec![(key(70), b"again".to_vec())]);
     assert_eq!(c.scan(b"k", b"l", ts(500), usize::MAX).await.expect("scan").len(), 11);
+}
+
+#[tokio::test]
+async fn commits_after_pessimistic_locks_keep_every_version() {
+    // A pessimistic lock keeps the key's latest record for its commit, which moves it into
+    // the write CF without reading it again: reads at every timestamp still agree with the
+    // history, with deletions pruned between some locks and their commits, and after GC.
+    let c = LocalClient::new(Arc::new(MvccStore::open(Arc::new(MemoryEngine::new())).expect("open")), false);
+    let keys = 10;
+    let mut model = Model::new();
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    let mut now = 10;
+    random_txns_in(&c, &mut model, &mut rng, &mut now, keys, 300, true).await;
+    for at in [5, 11, 12, 57, 200, 333, 480, now] {
+        check_reads(&c, &model, keys, at, at.saturating_sub(50)).await;
+    }
+    let mid = now;
+    random_txns_in(&c, &mut model, &mut rng, &mut now, keys, 100, true).await;
+    assert!(c.store().gc(ts(mid)).expect("gc").versions_removed > 0);
+    for at in [mid, mid + 7, now - 3, now] {
+        check_reads(&c, &model, keys, at, at.saturating_sub(30).max(mid)).await;
+    }
+    assert_eq!(c.store().lock_count(), 0);
 }

@@ -64,6 +64,9 @@ impl Default for TxnOptions {
 const PREWRITE_TTL_MS: u64 = 3_000;
 const PESSIMISTIC_TTL_MS: u64 = 20_000;
 const MAX_RESOLVE_ATTEMPTS: u32 = 2_000;
+/// At most this many bytes of locked keys' values are kept for later locking reads (past
+/// it, those reads go to the store as before).
+const LOCKED_VALUES_MAX: usize = 4 << 20;
 
 /// One transaction.
 pub struct Transaction {
@@ -78,6 +81,13 @@ pub struct Transaction {
     stmt: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     /// Keys this transaction holds pessimistic locks on (or, optimistic, wants Lock records).
     locked: BTreeSet<Vec<u8>>,
+    /// The latest committed values the pessimistic lock commands returned, by key. While
+    /// the lock is held nobody else can commit the key, so a later locking read of it (an
+    /// UPDATE after its SELECT ... FOR UPDATE) is answered here instead of by the store,
+    /// as TiDB keeps the values its lock requests return. Bounded by `LOCKED_VALUES_MAX`.
+    locked_values: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Bytes of keys and values in `locked_values`.
+    locked_values_bytes: usize,
     primary: Option<Vec<u8>>,
     /// The running statement's current-read timestamp (pessimistic locking scans), taken
     /// at its first locking scan.
@@ -148,6 +158,8 @@ impl Transaction {
             buffer: BTreeMap::new(),
             stmt: BTreeMap::new(),
             locked: BTreeSet::new(),
+            locked_values: HashMap::new(),
+            locked_values_bytes: 0,
             primary: None,
             current_ts: None,
             began: Instant::now(),
@@ -485,8 +497,20 @@ impl Transaction {
         }
         let to_lock: Vec<Vec<u8>> = keys.iter().filter(|k| !self.locked.contains(*k)).cloned().collect();
         let mut read_ts = self.read_ts;
-        // The committed values the lock command read, by key.
+        // The committed values known without reading: keys locked earlier whose lock
+        // command's values are kept (nothing can have committed them since).
         let mut read: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
+        let mut unknown = false;
+        for k in keys {
+            if self.locked.contains(k) && self.buffered(k).is_none() {
+                match self.locked_values.get(k) {
+                    Some(v) => {
+                        read.insert(k.clone(), v.clone());
+                    }
+                    None => unknown = true,
+                }
+            }
+        }
         if !to_lock.is_empty() {
             let primary = self.primary.get_or_insert_with(|| to_lock[0].clone()).clone();
             loop {
@@ -508,7 +532,10 @@ impl Transaction {
                 match locked {
                     Ok(values) => {
                         read_ts = for_update_ts;
-                        read.extend(to_lock.iter().cloned().zip(values));
+                        for (k, v) in to_lock.iter().zip(values) {
+                            self.keep_locked_value(k, &v);
+                            read.insert(k.clone(), v);
+                        }
                         break;
                     }
                     Err(Error::WriteConflict { .. }) => continue,
@@ -517,13 +544,24 @@ impl Transaction {
             }
             self.locked.extend(to_lock);
             self.start_heartbeat(&primary);
-        } else {
+        } else if unknown {
             let ts = crate::metrics::timestamp(self.oracle.as_ref()).await?;
             self.last_ts = self.last_ts.max(ts);
             read_ts = read_ts.max(ts);
         }
-        // Keys locked earlier (and not written since) are read now, at the same timestamp.
+        // Keys locked earlier whose values were not kept (nor written since) are read now,
+        // at the same timestamp.
         self.get_overlaid(keys, read_ts, read, false).await
+    }
+
+    /// Keeps `key`'s latest committed value, just returned by its lock command, for later
+    /// locking reads, while the budget lasts.
+    fn keep_locked_value(&mut self, key: &[u8], value: &Option<Vec<u8>>) {
+        let size = key.len() + value.as_ref().map_or(0, Vec::len);
+        if self.locked_values_bytes + size <= LOCKED_VALUES_MAX {
+            self.locked_values_bytes += size;
+            self.locked_values.insert(key.to_vec(), value.clone());
+        }
     }
 
     /// Whether this transaction has written (or is writing, in the running statement) a key
