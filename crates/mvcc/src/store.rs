@@ -31,8 +31,10 @@ use crate::records::{
 const SHARED_CURSOR_SKIPS: u64 = 32;
 
 /// A pessimistic lock keeps the key's latest record for its commit (`Prior`) up to this
-/// size; a longer one is read again at commit.
+/// size, and only in commands of at most `PRIOR_KEYS_MAX` keys (a large UPDATE's locks
+/// would hold a copy of every row it changes); the others are read again at commit.
 const PRIOR_MAX: usize = 4096;
+const PRIOR_KEYS_MAX: usize = 64;
 
 /// Percolator on one engine.
 pub struct MvccStore {
@@ -643,6 +645,7 @@ impl MvccStore {
         let mut changes = Changes::with_capacity(req.keys.len(), 0);
         let primary: Arc<[u8]> = req.primary.as_slice().into();
         let mut values = Vec::with_capacity(req.keys.len());
+        let keep_prior = req.keys.len() <= PRIOR_KEYS_MAX;
         for key in &req.keys {
             let held = self.load_lock(key);
             if let Some(h) = &held {
@@ -695,6 +698,7 @@ impl MvccStore {
                 short_value: None,
             };
             let prior = match &raw {
+                _ if !keep_prior => Prior::Unknown,
                 Some(r) if r.len() > PRIOR_MAX => Prior::Unknown,
                 Some(r) => Prior::Read(Some(r.as_slice().into())),
                 None => Prior::Read(None),

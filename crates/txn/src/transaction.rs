@@ -66,7 +66,7 @@ const PESSIMISTIC_TTL_MS: u64 = 20_000;
 const MAX_RESOLVE_ATTEMPTS: u32 = 2_000;
 /// At most this many bytes of locked keys' values are kept for later locking reads (past
 /// it, those reads go to the store as before).
-const LOCKED_VALUES_MAX: usize = 4 << 20;
+const LOCKED_VALUES_MAX: usize = 1 << 20;
 
 /// One transaction.
 pub struct Transaction {
