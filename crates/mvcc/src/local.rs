@@ -98,13 +98,12 @@ impl Client for LocalClient {
     async fn pessimistic_lock(&self, req: PessimisticLockRequest) -> Result<Vec<Option<Vec<u8>>>> {
         let deadline = req.wait_timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         let req = Arc::new(req);
-        // The key we last found locked, and the notifier for its release. The `Notified`
-        // future is enabled *before* each attempt, so a release that happens between the
-        // attempt and the wait still wakes us.
-        let mut watching: Option<(Vec<u8>, Arc<tokio::sync::Notify>)> = None;
+        // The key we last found locked, watched for its release (`lock_manager`). The
+        // `Notified` future is enabled *before* each attempt, so a release that happens
+        // between the attempt and the wait still wakes us.
+        let mut watch: Option<crate::lock_manager::Watch<'_>> = None;
         loop {
-            let notify = watching.as_ref().map(|(_, n)| n.clone());
-            let mut notified = notify.as_ref().map(|n| Box::pin(n.notified()));
+            let mut notified = watch.as_ref().map(|w| Box::pin(w.notified()));
             if let Some(f) = notified.as_mut() {
                 f.as_mut().enable();
             }
@@ -118,25 +117,34 @@ impl Client for LocalClient {
                 }
             };
             let b = match outcome {
-                Ok(values) => return Ok(values),
+                Ok(values) => {
+                    if let Some(w) = &watch {
+                        w.settle(); // ours now: its release wakes the next waiter
+                    }
+                    return Ok(values);
+                }
                 Err(blocked) => blocked,
             };
             let Some(deadline) = deadline else { return Err(Error::LockWaitTimeout) };
-            let same_key = watching.as_ref().is_some_and(|(k, _)| *k == b.key);
+            let same_key = watch.as_ref().is_some_and(|w| w.key() == b.key.as_slice());
             let Some(fut) = notified.filter(|_| same_key) else {
-                // Newly blocked on this key: watch it, then try again before sleeping.
-                watching = Some((b.key.clone(), self.locks.notifier(&b.key)));
+                // Newly blocked on this key: watch it, then try again before sleeping. A
+                // wake taken on another key is passed on as that watch goes.
+                watch = Some(self.locks.watch(&b.key));
                 continue;
             };
+            if let Some(w) = &watch {
+                w.settle(); // held again: the holder's release wakes the queue
+            }
             self.locks.start_wait(req.start_ts, b.holder)?;
             // KILL of the waiting statement ends the wait at once (nothing is locked yet).
             let waited =
                 strata_common::cancel::or_cancelled(async { Ok(tokio::time::timeout_at(deadline, fut).await) }).await;
             self.locks.end_wait(req.start_ts);
-            let waited = waited?;
-            // A wake removes the key's notifier; watch afresh next time.
-            watching = None;
-            if waited.is_err() {
+            if let (Ok(Ok(())), Some(w)) = (&waited, &watch) {
+                w.woke(); // ours to use or pass on
+            }
+            if waited?.is_err() {
                 return Err(Error::LockWaitTimeout);
             }
         }
@@ -176,18 +184,18 @@ impl Client for LocalClient {
         if !self.store.holds_lock(key, start_ts) {
             return Ok(());
         }
-        let notify = self.locks.notifier(key);
-        let released = notify.notified();
+        let watch = self.locks.watch(key);
+        let released = watch.notified();
         tokio::pin!(released);
         // Enabled before the second check, so a release between the two still wakes us.
         released.as_mut().enable();
         if !self.store.holds_lock(key, start_ts) {
-            // Gone meanwhile: drop the notifier just made (waking anyone else on the key,
-            // who checks again).
-            self.locks.wake(&[key]);
             return Ok(());
         }
-        let _ = tokio::time::timeout(max, released).await;
+        if tokio::time::timeout(max, released).await.is_ok() {
+            // A reader takes no lock: the wake goes on to the next waiter.
+            watch.woke();
+        }
         Ok(())
     }
 

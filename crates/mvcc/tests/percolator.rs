@@ -143,6 +143,58 @@ async fn pessimistic_lock_conflicts_waits_and_times_out() {
     assert!(matches!(r, Err(Error::WriteConflict { .. })), "{r:?}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_key_passes_from_waiter_to_waiter() {
+    // A release wakes one waiter; one that does not end up with the key (it timed out, or
+    // found a conflict) passes the wake on, so nobody waits out its timeout for a free key.
+    let c = client();
+    write(&c, vec![put("x", "0")], 50, 60).await;
+    let req = |start: u64, fu: u64, wait: u64| PessimisticLockRequest {
+        keys: vec![b"x".to_vec()],
+        primary: b"x".to_vec(),
+        start_ts: ts(start),
+        for_update_ts: ts(fu),
+        ttl_ms: 10_000,
+        wait_timeout_ms: Some(wait),
+    };
+    c.pessimistic_lock(req(100, 100, 0)).await.expect("first holder");
+    let started = std::time::Instant::now();
+    let mut waiters = Vec::new();
+    // Queued one after another (each blocked before the next comes), so the wakes go in
+    // this order.
+    for i in 0..6u64 {
+        let c0 = c.clone();
+        waiters.push(tokio::spawn(async move {
+            c0.pessimistic_lock(req(101 + i, 500 + i, 10_000)).await?;
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            c0.rollback(&[b"x".to_vec()], ts(101 + i)).await
+        }));
+        tokio::time::sleep(std::time::Duration::from_millis(15)).await;
+        if i == 1 {
+            // Among them, one that gives up and one whose read is stale once it gets in.
+            let c1 = c.clone();
+            waiters.push(tokio::spawn(async move { c1.pessimistic_lock(req(200, 200, 30)).await.map(|_| ()) }));
+            tokio::time::sleep(std::time::Duration::from_millis(15)).await;
+            let c2 = c.clone();
+            waiters.push(tokio::spawn(async move { c2.pessimistic_lock(req(201, 55, 10_000)).await.map(|_| ()) }));
+            tokio::time::sleep(std::time::Duration::from_millis(15)).await;
+        }
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    c.rollback(&[b"x".to_vec()], ts(100)).await.expect("first release");
+    let mut outcomes = Vec::new();
+    for w in waiters {
+        outcomes.push(w.await.expect("join"));
+    }
+    let elapsed = started.elapsed();
+    assert!(matches!(outcomes[2], Err(Error::LockWaitTimeout)), "{:?}", outcomes[2]);
+    assert!(matches!(outcomes[3], Err(Error::WriteConflict { .. })), "{:?}", outcomes[3]);
+    for (i, o) in outcomes.iter().enumerate().filter(|(i, _)| ![2, 3].contains(i)) {
+        assert!(o.is_ok(), "waiter {i}: {o:?}");
+    }
+    assert!(elapsed < std::time::Duration::from_secs(5), "a wake was lost: {elapsed:?}");
+}
+
 #[tokio::test]
 async fn pessimistic_lock_returns_the_latest_committed_values() {
     let c = client();
