@@ -184,7 +184,8 @@ impl Client for LocalClient {
         if !self.store.holds_lock(key, start_ts) {
             return Ok(());
         }
-        let watch = self.locks.watch(key);
+        // Readers are all woken by a release (`lock_manager`): nothing to pass on.
+        let watch = self.locks.watch_as_reader(key);
         let released = watch.notified();
         tokio::pin!(released);
         // Enabled before the second check, so a release between the two still wakes us.
@@ -192,10 +193,7 @@ impl Client for LocalClient {
         if !self.store.holds_lock(key, start_ts) {
             return Ok(());
         }
-        if tokio::time::timeout(max, released).await.is_ok() {
-            // A reader takes no lock: the wake goes on to the next waiter.
-            watch.woke();
-        }
+        let _ = tokio::time::timeout(max, released).await;
         Ok(())
     }
 
