@@ -197,6 +197,22 @@ mod tests {
         assert!(m.waiters.lock().is_empty(), "a key's queue goes with its last watch");
     }
 
+    #[tokio::test]
+    async fn every_waiting_reader_is_woken_with_one_locker() {
+        let m = LockManager::default();
+        let (l1, l2, r1, r2) = (m.watch(b"k"), m.watch(b"k"), m.watch_as_reader(b"k"), m.watch_as_reader(b"k"));
+        let (n1, n2, n3, n4) = (l1.notify.clone(), l2.notify.clone(), r1.notify.clone(), r2.notify.clone());
+        let (f1, f2, f3, f4) = (n1.notified(), n2.notified(), n3.notified(), n4.notified());
+        tokio::pin!(f1, f2, f3, f4);
+        for f in [f1.as_mut(), f2.as_mut(), f3.as_mut(), f4.as_mut()] {
+            f.enable();
+        }
+        m.wake(&[b"k"]);
+        assert!(fires(f3.as_mut()).await && fires(f4.as_mut()).await, "both readers");
+        assert!(fires(f1.as_mut()).await, "the first locker");
+        assert!(!fires(f2.as_mut()).await, "not the second");
+    }
+
     #[test]
     fn detects_cycles() {
         let m = LockManager::default();
