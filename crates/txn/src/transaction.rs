@@ -495,14 +495,16 @@ impl Transaction {
             self.locked.extend(keys.iter().cloned());
             return self.batch_get(keys).await;
         }
-        let to_lock: Vec<Vec<u8>> = keys.iter().filter(|k| !self.locked.contains(*k)).cloned().collect();
-        let mut read_ts = self.read_ts;
-        // The committed values known without reading: keys locked earlier whose lock
-        // command's values are kept (nothing can have committed them since).
+        // One pass over the keys: those to lock now, and the committed values known
+        // without reading — keys locked earlier whose lock command's values are kept
+        // (nothing can have committed them since) — or whether some must be read.
+        let mut to_lock: Vec<Vec<u8>> = Vec::new();
         let mut read: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
         let mut unknown = false;
         for k in keys {
-            if self.locked.contains(k) && self.buffered(k).is_none() {
+            if !self.locked.contains(k) {
+                to_lock.push(k.clone());
+            } else if self.buffered(k).is_none() {
                 match self.locked_values.get(k) {
                     Some(v) => {
                         read.insert(k.clone(), v.clone());
@@ -511,6 +513,7 @@ impl Transaction {
                 }
             }
         }
+        let mut read_ts = self.read_ts;
         if !to_lock.is_empty() {
             let primary = self.primary.get_or_insert_with(|| to_lock[0].clone()).clone();
             loop {
