@@ -30,11 +30,22 @@ use crate::records::{
 /// before it gives up and the key is read with a cursor of its own.
 const SHARED_CURSOR_SKIPS: u64 = 32;
 
-/// A pessimistic lock keeps the key's latest record for its commit (`Prior`) up to this
-/// size, and only in commands of at most `PRIOR_KEYS_MAX` keys (a large UPDATE's locks
-/// would hold a copy of every row it changes); the others are read again at commit.
+/// A lock (pessimistic, or a prewrite that checked the key with a point read) keeps the
+/// key's latest record for its commit (`Prior`) up to this size, and only in commands of at
+/// most `PRIOR_KEYS_MAX` keys (a large UPDATE's locks would hold a copy of every row it
+/// changes); the others are read again at commit. That the key had no record is kept in
+/// every command (it costs nothing): a load's new keys are not read again.
 const PRIOR_MAX: usize = 4096;
 const PRIOR_KEYS_MAX: usize = 64;
+
+/// What a lock keeps of the latest record `raw` its command read (`PRIOR_MAX`).
+fn prior_of(raw: Option<&[u8]>, keep_prior: bool) -> Prior {
+    match raw {
+        None => Prior::Read(None),
+        Some(r) if keep_prior && r.len() <= PRIOR_MAX => Prior::Read(Some(r.into())),
+        Some(_) => Prior::Unknown,
+    }
+}
 
 /// Percolator on one engine.
 pub struct MvccStore {
@@ -697,12 +708,7 @@ impl MvccStore {
                 for_update_ts: req.for_update_ts,
                 short_value: None,
             };
-            let prior = match &raw {
-                _ if !keep_prior => Prior::Unknown,
-                Some(r) if r.len() > PRIOR_MAX => Prior::Unknown,
-                Some(r) => Prior::Read(Some(r.as_slice().into())),
-                None => Prior::Read(None),
-            };
+            let prior = prior_of(raw.as_deref(), keep_prior);
             changes.put_lock(key, lock, false, prior);
         }
         self.apply(changes, sync)?;
@@ -710,17 +716,22 @@ impl MvccStore {
     }
 
     /// Whether `enc` has no record of `start_ts` and none committed after it: its newest
-    /// Put or Delete is older and there is no rollback at `start_ts`. False means "look
-    /// closer" (`history`), not that a record of `start_ts` exists.
-    fn untouched_since(&self, enc: &[u8], start_ts: Timestamp) -> Result<bool> {
-        let newest = self.engine.get(Cf::Latest, enc)?.map(|raw| split_latest(&raw).map(|(ts, _)| ts)).transpose()?;
+    /// Put or Delete is older and there is no rollback at `start_ts`. If so, what the key's
+    /// lock keeps of the latest record read (`Prior`); None means "look closer"
+    /// (`history`), not that a record of `start_ts` exists.
+    fn untouched_since(&self, enc: &[u8], start_ts: Timestamp, keep_prior: bool) -> Result<Option<Prior>> {
+        let raw = self.engine.get(Cf::Latest, enc)?;
+        let newest = raw.as_deref().map(|raw| split_latest(raw).map(|(ts, _)| ts)).transpose()?;
         match newest {
-            Some(commit_ts) if commit_ts >= start_ts => return Ok(false),
+            Some(commit_ts) if commit_ts >= start_ts => return Ok(None),
             // A pruned Delete may be newer than `start_ts` (`prune`).
-            None if self.prune.below_floor(start_ts) => return Ok(false),
+            None if self.prune.below_floor(start_ts) => return Ok(None),
             _ => {}
         }
-        Ok(!self.rolled_back(enc, start_ts)?)
+        if self.rolled_back(enc, start_ts)? {
+            return Ok(None);
+        }
+        Ok(Some(prior_of(raw.as_deref(), keep_prior)))
     }
 
     /// Whether `start_ts` left a rollback record on `enc` (a point read: rollbacks are
@@ -756,31 +767,38 @@ impl MvccStore {
         let primary: Arc<[u8]> = req.primary.as_slice().into();
         let bounds = Self::bounds(req.mutations.iter().map(|m| m.key()));
         let mut shared = None;
+        let keep_prior = req.mutations.len() <= PRIOR_KEYS_MAX;
         for (i, m) in req.mutations.iter().enumerate() {
             let key = m.key();
             let enc = encode_user_key(key);
             let must_hold = req.mode == LockMode::Pessimistic && req.locked.get(i).copied().unwrap_or(false);
-            // What a pessimistic lock of ours read, for commit.
+            // What a lock of ours or this command's point reads read, for commit.
             let mut prior = Prior::Unknown;
-            match self.load_lock(key) {
-                Some(h) if h.lock.start_ts == req.start_ts => {
+            let held = self.load_lock(key);
+            // A key a pessimistic transaction writes without locking it (a non-unique index
+            // entry) is not checked for conflicts, only for a record of the transaction's
+            // own: point reads settle the usual case where there is none. An optimistic Put
+            // or Delete conflicts with a newer Put or Delete only (a newer Lock record
+            // changed no value), so the same point reads settle it when there is none; a
+            // Lock mutation (a row read FOR UPDATE) conflicts with a newer Lock record too
+            // and walks the key's history.
+            let untouched = match held {
+                None if !must_hold && (req.mode == LockMode::Pessimistic || !matches!(m, Mutation::Lock(_))) => {
+                    self.untouched_since(&enc, req.start_ts, keep_prior)?
+                }
+                _ => None,
+            };
+            match (held, untouched) {
+                (Some(h), _) if h.lock.start_ts == req.start_ts => {
                     if h.lock.kind != Kind::Pessimistic {
                         continue; // already prewritten: the command is idempotent
                     }
                     prior = h.prior;
                 }
-                Some(h) => return Err(lock_info(key, &h.lock)),
-                None if must_hold => return Err(Error::TxnRolledBack(req.start_ts)),
-                // A key a pessimistic transaction writes without locking it (a non-unique
-                // index entry) is not checked for conflicts, only for a record of the
-                // transaction's own: point reads settle the usual case where there is none.
-                // An optimistic Put or Delete conflicts with a newer Put or Delete only (a
-                // newer Lock record changed no value), so the same point reads settle it
-                // when there is none; a Lock mutation (a row read FOR UPDATE) conflicts with
-                // a newer Lock record too and walks the key's history.
-                None if (req.mode == LockMode::Pessimistic || !matches!(m, Mutation::Lock(_)))
-                    && self.untouched_since(&enc, req.start_ts)? => {}
-                None => {
+                (Some(h), _) => return Err(lock_info(key, &h.lock)),
+                (None, _) if must_hold => return Err(Error::TxnRolledBack(req.start_ts)),
+                (None, Some(read)) => prior = read,
+                (None, None) => {
                     let h = self.history_in(&mut shared, &bounds, &enc, req.start_ts)?;
                     if let Some((commit_ts, w)) = h.newest {
                         if req.mode == LockMode::Optimistic && commit_ts > req.start_ts {

@@ -117,7 +117,8 @@ async fn random_txns(c: &LocalClient, model: &mut Model, rng: &mut Rng, now: &mu
 }
 
 /// `random_txns`; with `pessimistic`, half the transactions lock their keys pessimistically
-/// before the prewrite, and some of those prune deletions between the lock and the commit.
+/// before the prewrite, and some prune deletions between the lock or the prewrite and the
+/// commit.
 async fn random_txns_in(
     c: &LocalClient,
     model: &mut Model,
@@ -167,6 +168,10 @@ async fn random_txns_in(
             c.prewrite(Arc::new(req)).await.expect("pessimistic prewrite");
         } else {
             c.prewrite(prewrite(muts.clone(), ts(start))).await.expect("prewrite");
+        }
+        // A prewrite keeps what its point reads found for the commit, as a lock does.
+        if pessimistic && rng.below(4) == 0 {
+            c.store().prune_deletes(ts(start)).expect("prune");
         }
         if rng.below(8) == 0 {
             c.rollback(&ks, ts(start)).await.expect("rollback");
