@@ -121,6 +121,21 @@ pub trait Client: Send + Sync + 'static {
     /// transaction's commit point. Durable when this returns (others may see the change and
     /// take its keys' locks a little earlier: group commit syncs after the locks go).
     async fn commit(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp) -> Result<()>;
+    /// Commits Puts of distinct keys of the transaction `start_ts` at `commit_ts` in one
+    /// step, without locks, if no key is locked or has a version committed at or after
+    /// `start_ts`; false (nothing written) otherwise, or if the store cannot. Durable when
+    /// it returns true. Readers never meet a lock of it: only for keys nobody reads until
+    /// `commit_ts` is past (a non-unique index's entries while it is built), with
+    /// `commit_ts` taken after `start_ts` and before the call.
+    async fn commit_unread(
+        &self,
+        puts: Vec<(Vec<u8>, Vec<u8>)>,
+        start_ts: Timestamp,
+        commit_ts: Timestamp,
+    ) -> Result<bool> {
+        let _ = (puts, start_ts, commit_ts);
+        Ok(false)
+    }
     /// Waits until the lock `start_ts` holds on `key` is gone (committed, rolled back or
     /// resolved), at most `max`: what a reader does when the lock's transaction is alive,
     /// instead of sleeping out a fixed backoff.

@@ -180,6 +180,20 @@ impl Client for LocalClient {
         Ok(())
     }
 
+    async fn commit_unread(
+        &self,
+        puts: Vec<(Vec<u8>, Vec<u8>)>,
+        start_ts: Timestamp,
+        commit_ts: Timestamp,
+    ) -> Result<bool> {
+        let store = self.store.clone();
+        let done = blocking(move || store.commit_unread(puts, start_ts, commit_ts)).await?;
+        if done && self.sync {
+            self.store.sync_commits().await?;
+        }
+        Ok(done)
+    }
+
     async fn wait_for_lock(&self, key: &[u8], start_ts: Timestamp, max: Duration) -> Result<()> {
         if !self.store.holds_lock(key, start_ts) {
             return Ok(());

@@ -130,6 +130,11 @@ impl LockTable {
         self.map.read().iter().map(|(k, h)| (k.clone(), h.lock.clone())).collect()
     }
 
+    /// Whether `key` has a lock.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.map.read().contains_key(key)
+    }
+
     /// How many locks are held.
     pub fn len(&self) -> usize {
         self.map.read().len()

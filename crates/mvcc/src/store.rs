@@ -47,6 +47,9 @@ fn prior_of(raw: Option<&[u8]>, keep_prior: bool) -> Prior {
     }
 }
 
+/// Commands of at least this many keys read their latest records with one MultiGet.
+const MULTI_GET_MIN: usize = 4;
+
 /// Percolator on one engine.
 pub struct MvccStore {
     engine: Arc<dyn Engine>,
@@ -657,30 +660,33 @@ impl MvccStore {
         let primary: Arc<[u8]> = req.primary.as_slice().into();
         let mut values = Vec::with_capacity(req.keys.len());
         let keep_prior = req.keys.len() <= PRIOR_KEYS_MAX;
+        let mut ours = Vec::with_capacity(req.keys.len());
         for key in &req.keys {
-            let held = self.load_lock(key);
-            if let Some(h) = &held {
-                if h.lock.start_ts != req.start_ts {
-                    return Ok(Err(Blocked { key: key.clone(), holder: h.lock.start_ts }));
+            match self.locks.get_if(key, |_| true) {
+                Some(l) if l.start_ts != req.start_ts => {
+                    return Ok(Err(Blocked { key: key.clone(), holder: l.start_ts }));
                 }
+                held => ours.push(held.is_some()),
             }
-            // Point reads only (no walk over the key's versions): the latest CF has the
-            // value and the newest Put or Delete; lock and rollback records are not
-            // conflicts here, as they change no value (TiKV reports a newer Lock record as
-            // a conflict, which only makes the statement retry for nothing).
-            let enc = encode_user_key(key);
-            let raw = self.engine.get(Cf::Latest, &enc)?;
+        }
+        // Point reads only (no walk over the key's versions): the latest CF has the value
+        // and the newest Put or Delete; lock and rollback records are not conflicts here,
+        // as they change no value (TiKV reports a newer Lock record as a conflict, which
+        // only makes the statement retry for nothing).
+        let encs: Vec<Vec<u8>> = req.keys.iter().map(|k| encode_user_key(k)).collect();
+        let raws = self.latest_records(&encs.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
+        for (((key, enc), raw), held) in req.keys.iter().zip(&encs).zip(raws).zip(ours) {
             let latest = raw.as_deref().map(split_latest).transpose()?;
             values.push(match latest {
-                Some((_, w)) => self.value_of(&enc, w)?,
+                Some((_, w)) => self.value_of(enc, w)?,
                 None => None,
             });
-            if held.is_some() {
+            if held {
                 continue; // ours already
             }
             // A pruned Delete may be newer than the transaction (`prune`).
             let pruned = match latest {
-                None if self.prune.below_floor(req.start_ts) => self.newest_pruned(&enc)?,
+                None if self.prune.below_floor(req.start_ts) => self.newest_pruned(enc)?,
                 _ => None,
             };
             if let Some((commit_ts, w)) = latest.or(pruned.as_ref().map(|(ts, w)| (*ts, w.as_ref()))) {
@@ -697,7 +703,7 @@ impl MvccStore {
             }
             // A rollback of ours (its primary was found dead and rolled back): taking the
             // lock again could let a transaction others have given up on commit.
-            if self.rolled_back(&enc, req.start_ts)? {
+            if self.rolled_back(enc, req.start_ts)? {
                 return Err(Error::TxnRolledBack(req.start_ts));
             }
             let lock = Lock {
@@ -715,12 +721,27 @@ impl MvccStore {
         Ok(Ok(values))
     }
 
+    /// The latest CF records of encoded keys, in order: one MultiGet for a command's keys
+    /// when there are more than a few.
+    fn latest_records(&self, encs: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        if encs.len() < MULTI_GET_MIN {
+            return encs.iter().map(|e| self.engine.get(Cf::Latest, e)).collect();
+        }
+        self.engine.multi_get(Cf::Latest, encs)
+    }
+
     /// Whether `enc` has no record of `start_ts` and none committed after it: its newest
     /// Put or Delete is older and there is no rollback at `start_ts`. If so, what the key's
     /// lock keeps of the latest record read (`Prior`); None means "look closer"
     /// (`history`), not that a record of `start_ts` exists.
-    fn untouched_since(&self, enc: &[u8], start_ts: Timestamp, keep_prior: bool) -> Result<Option<Prior>> {
-        let raw = self.engine.get(Cf::Latest, enc)?;
+    /// `raw` is the key's latest CF record, read by the caller.
+    fn untouched_since(
+        &self,
+        enc: &[u8],
+        raw: Option<Vec<u8>>,
+        start_ts: Timestamp,
+        keep_prior: bool,
+    ) -> Result<Option<Prior>> {
         let newest = raw.as_deref().map(|raw| split_latest(raw).map(|(ts, _)| ts)).transpose()?;
         match newest {
             Some(commit_ts) if commit_ts >= start_ts => return Ok(None),
@@ -768,25 +789,39 @@ impl MvccStore {
         let bounds = Self::bounds(req.mutations.iter().map(|m| m.key()));
         let mut shared = None;
         let keep_prior = req.mutations.len() <= PRIOR_KEYS_MAX;
-        for (i, m) in req.mutations.iter().enumerate() {
+        let must_hold = |i: usize| req.mode == LockMode::Pessimistic && req.locked.get(i).copied().unwrap_or(false);
+        let helds: Vec<Option<Held>> = req.mutations.iter().map(|m| self.load_lock(m.key())).collect();
+        let encs: Vec<Vec<u8>> = req.mutations.iter().map(|m| encode_user_key(m.key())).collect();
+        // A key a pessimistic transaction writes without locking it (a non-unique index
+        // entry) is not checked for conflicts, only for a record of the transaction's own:
+        // point reads settle the usual case where there is none. An optimistic Put or
+        // Delete conflicts with a newer Put or Delete only (a newer Lock record changed no
+        // value), so the same point reads settle it when there is none; a Lock mutation (a
+        // row read FOR UPDATE) conflicts with a newer Lock record too and walks the key's
+        // history. The point reads are one MultiGet.
+        let point_read: Vec<bool> = req
+            .mutations
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                helds[i].is_none()
+                    && !must_hold(i)
+                    && (req.mode == LockMode::Pessimistic || !matches!(m, Mutation::Lock(_)))
+            })
+            .collect();
+        let to_read: Vec<&[u8]> = encs.iter().zip(&point_read).filter(|(_, r)| **r).map(|(e, _)| e.as_slice()).collect();
+        let mut raws = self.latest_records(&to_read)?.into_iter();
+        for (i, (m, held)) in req.mutations.iter().zip(helds).enumerate() {
             let key = m.key();
-            let enc = encode_user_key(key);
-            let must_hold = req.mode == LockMode::Pessimistic && req.locked.get(i).copied().unwrap_or(false);
+            let enc = &encs[i];
             // What a lock of ours or this command's point reads read, for commit.
             let mut prior = Prior::Unknown;
-            let held = self.load_lock(key);
-            // A key a pessimistic transaction writes without locking it (a non-unique index
-            // entry) is not checked for conflicts, only for a record of the transaction's
-            // own: point reads settle the usual case where there is none. An optimistic Put
-            // or Delete conflicts with a newer Put or Delete only (a newer Lock record
-            // changed no value), so the same point reads settle it when there is none; a
-            // Lock mutation (a row read FOR UPDATE) conflicts with a newer Lock record too
-            // and walks the key's history.
-            let untouched = match held {
-                None if !must_hold && (req.mode == LockMode::Pessimistic || !matches!(m, Mutation::Lock(_))) => {
-                    self.untouched_since(&enc, req.start_ts, keep_prior)?
+            let untouched = match point_read[i] {
+                true => {
+                    let raw = raws.next().ok_or_else(|| Error::internal("prewrite read fewer records than keys"))?;
+                    self.untouched_since(enc, raw, req.start_ts, keep_prior)?
                 }
-                _ => None,
+                false => None,
             };
             match (held, untouched) {
                 (Some(h), _) if h.lock.start_ts == req.start_ts => {
@@ -796,7 +831,7 @@ impl MvccStore {
                     prior = h.prior;
                 }
                 (Some(h), _) => return Err(lock_info(key, &h.lock)),
-                (None, _) if must_hold => return Err(Error::TxnRolledBack(req.start_ts)),
+                (None, _) if must_hold(i) => return Err(Error::TxnRolledBack(req.start_ts)),
                 (None, Some(read)) => prior = read,
                 (None, None) => {
                     let h = self.history_in(&mut shared, &bounds, &enc, req.start_ts)?;
@@ -900,9 +935,49 @@ impl MvccStore {
         self.apply(changes, false)
     }
 
-    /// Turns `key`'s prewrite lock `held` into a commit record at `commit_ts`, with its value
-    /// (inside the record if short, in the data CF if not), and notes the change for the
-    /// sink if it wants the key.
+    /// Commits Puts (of distinct keys) of the transaction `start_ts` at `commit_ts` in one
+    /// step and without locks, if no key is locked and none has a version committed at or after `start_ts`
+    /// (nor a rollback of `start_ts`): the checks a prewrite makes. Otherwise it writes
+    /// nothing and returns false. No reader can meet a lock of it, so a reader at a
+    /// timestamp past `commit_ts` could read a key before the write lands and again after:
+    /// only for keys nobody reads until `commit_ts` is past (the entries of a non-unique
+    /// index being built, which only its backfill and writers touch). A writer's prewrite
+    /// after it sees its version, one before it its lock, and a writer's commit after a
+    /// prewrite before it is newer, as `commit_ts` is taken before the call.
+    pub fn commit_unread(&self, puts: Vec<(Vec<u8>, Vec<u8>)>, start_ts: Timestamp, commit_ts: Timestamp) -> Result<bool> {
+        let _g = self.latches.acquire(puts.iter().map(|(k, _)| k));
+        if puts.iter().any(|(key, _)| self.locks.contains(key)) {
+            return Ok(false);
+        }
+        let encs: Vec<Vec<u8>> = puts.iter().map(|(key, _)| encode_user_key(key)).collect();
+        let raws = self.latest_records(&encs.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
+        let mut checked = Vec::with_capacity(puts.len());
+        for (enc, raw) in encs.into_iter().zip(raws) {
+            // Each record read is kept for the write below (the command's own memory).
+            match self.untouched_since(&enc, raw, start_ts, true)? {
+                Some(prior) => checked.push((enc, prior)),
+                None => return Ok(false),
+            }
+        }
+        let mut changes = Changes::with_capacity(0, 2 * puts.len());
+        let sink = self.sink.read().clone();
+        let primary: Arc<[u8]> = Arc::from(&[][..]);
+        for ((key, value), (enc, prior)) in puts.into_iter().zip(checked) {
+            let lock = Lock {
+                kind: Kind::Put,
+                primary: primary.clone(),
+                start_ts,
+                ttl_ms: 0,
+                for_update_ts: Timestamp::ZERO,
+                short_value: Some(value),
+            };
+            self.commit_record(&mut changes, sink.as_deref(), &key, &enc, lock, prior, commit_ts)?;
+        }
+        self.apply(changes, false)?;
+        Ok(true)
+    }
+
+    /// Turns `key`'s prewrite lock `held` into a commit record at `commit_ts` (`commit_record`).
     fn commit_key(
         &self,
         changes: &mut Changes,
@@ -913,7 +988,24 @@ impl MvccStore {
         commit_ts: Timestamp,
     ) -> Result<()> {
         changes.remove_lock(key, &held);
-        let (l, prior) = (held.lock, held.prior);
+        self.commit_record(changes, sink, key, enc, held.lock, held.prior, commit_ts)
+    }
+
+    /// Writes the commit record at `commit_ts` of the prewritten mutation `l`, with its value
+    /// (inside the record if short, in the data CF if not), moving the version it supersedes
+    /// into the write CF (`prior`: the key's latest record, if known); and notes the change
+    /// for the sink if it wants the key.
+    #[allow(clippy::too_many_arguments)]
+    fn commit_record(
+        &self,
+        changes: &mut Changes,
+        sink: Option<&dyn ChangeSink>,
+        key: &[u8],
+        enc: &[u8],
+        l: Lock,
+        prior: Prior,
+        commit_ts: Timestamp,
+    ) -> Result<()> {
         if matches!(l.kind, Kind::Put | Kind::Delete) && sink.is_some_and(|s| s.wants(key)) {
             let value = match (l.kind, &l.short_value) {
                 (Kind::Put, Some(v)) => Some(v.clone()),

@@ -693,11 +693,19 @@ impl Engine {
     /// entry after it. A row updated without a change of the indexed columns keeps the
     /// entry the batch writes. A unique entry present at the snapshot for another row, or
     /// written by another after it (a conflict, then present), is a duplicate.
+    ///
+    /// A non-unique index's batch commits in one step, without locks (`commit_unread`):
+    /// nobody reads its entries while it is write-only, and only the writers of a row
+    /// touch that row's entries. If one of its keys is locked or was written since the
+    /// snapshot, nothing is written and the batch runs again as a transaction.
     async fn backfill_index(&self, table: &TableInfo, index: &IndexInfo) -> Result<()> {
         let prefix = strata_codec::keys::row_prefix(table.table_id());
         let end = prefix_end(&prefix);
         let mut start = prefix.clone();
         let mut conflicts = 0;
+        // Whether the next batch runs as a transaction (a one-step commit of it found a
+        // key in use).
+        let mut two_phase = index.unique;
         loop {
             crate::failpoint::pause("backfill_batch").await;
             let mut txn = self.begin_internal().await?;
@@ -711,6 +719,25 @@ impl Engine {
                 entries.push((is_unique_entry(index, &row).then_some(row), ik, iv));
             }
             drop(batch);
+            if !two_phase {
+                let commit_ts = self.oracle.get_ts().await?;
+                let puts = entries.into_iter().map(|(_, ik, iv)| (ik, iv)).collect();
+                if self.client.commit_unread(puts, txn.start_ts(), commit_ts).await? {
+                    start = last;
+                    start.push(0);
+                    conflicts = 0;
+                } else if conflicts < MAX_BACKFILL_CONFLICTS {
+                    conflicts += 1;
+                    two_phase = true;
+                } else {
+                    return Err(Error::WriteConflict {
+                        start_ts: txn.start_ts(),
+                        conflict_ts: commit_ts,
+                        key: last,
+                    });
+                }
+                continue;
+            }
             let unique_keys: Vec<Vec<u8>> = entries.iter().filter(|e| e.0.is_some()).map(|e| e.1.clone()).collect();
             let existing = txn.batch_get(&unique_keys).await?;
             let unique_entries = entries.iter().filter_map(|(row, ik, iv)| row.as_ref().map(|r| (r, ik, iv)));
@@ -733,6 +760,7 @@ impl Engine {
                     start = last;
                     start.push(0);
                     conflicts = 0;
+                    two_phase = index.unique;
                 }
                 // A writer changed a row of the batch: read it again at a fresh snapshot.
                 Err(Error::WriteConflict { .. }) if conflicts < MAX_BACKFILL_CONFLICTS => conflicts += 1,

@@ -121,11 +121,16 @@ pub(crate) struct Stored {
 
 /// Values of keys this statement has read or written (latest committed or our own).
 struct KeyCache {
+    /// Values the statement's lock commands returned; its own writes are the
+    /// transaction's (`Transaction::own_write`), looked at first.
     known: HashMap<Vec<u8>, Option<Vec<u8>>>,
 }
 
 impl KeyCache {
     async fn get(&mut self, txn: &mut Transaction, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(v) = txn.own_write(key) {
+            return Ok(v.map(<[u8]>::to_vec));
+        }
         if let Some(v) = self.known.get(key) {
             return Ok(v.clone());
         }
@@ -135,12 +140,10 @@ impl KeyCache {
     }
 
     fn put(&mut self, txn: &mut Transaction, key: Vec<u8>, value: Vec<u8>) {
-        self.known.insert(key.clone(), Some(value.clone()));
         txn.put(key, value);
     }
 
     fn delete(&mut self, txn: &mut Transaction, key: Vec<u8>) {
-        self.known.insert(key.clone(), None);
         txn.delete(key);
     }
 }

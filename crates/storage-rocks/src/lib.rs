@@ -210,6 +210,16 @@ impl Engine for RocksEngine {
         self.db.get_cf(self.handle(cf)?, key).map_err(io)
     }
 
+    fn multi_get(&self, cf: Cf, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        let sorted = keys.is_sorted();
+        let ro = ReadOptions::default();
+        self.db
+            .batched_multi_get_cf_opt(self.handle(cf)?, keys.iter().copied(), sorted, &ro)
+            .into_iter()
+            .map(|r| r.map(|v| v.map(|v| v.to_vec())).map_err(io))
+            .collect()
+    }
+
     fn cursor(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>> {
         let mut ro = ReadOptions::default();
         ro.set_total_order_seek(true);

@@ -101,6 +101,12 @@ pub trait Cursor {
 pub trait Engine: Send + Sync + 'static {
     /// Reads one key.
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Reads many keys, in the order given: one call for a command's keys, which an engine
+    /// may serve faster than one `get` each (RocksDB's MultiGet probes each file's filter
+    /// and index for the whole batch). Sorted keys are served best.
+    fn multi_get(&self, cf: Cf, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.get(cf, k)).collect()
+    }
     /// Opens a cursor over `[lower, upper)`, positioned nowhere (call `seek`).
     fn cursor(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>>;
     /// A cursor like `cursor`, except that a seek or step that would step over more than

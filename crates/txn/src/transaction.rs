@@ -67,6 +67,8 @@ const MAX_RESOLVE_ATTEMPTS: u32 = 2_000;
 /// At most this many bytes of locked keys' values are kept for later locking reads (past
 /// it, those reads go to the store as before).
 const LOCKED_VALUES_MAX: usize = 1 << 20;
+/// Only lock commands of at most this many keys keep their values (`keep_locked_value`).
+const KEEP_LOCKED_VALUES_KEYS: usize = 64;
 
 /// One transaction.
 pub struct Transaction {
@@ -367,6 +369,11 @@ impl Transaction {
         self.stmt.get(key).or_else(|| self.buffer.get(key))
     }
 
+    /// This transaction's own write of `key`, if it wrote it (`Some(None)`: deleted).
+    pub fn own_write(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        self.buffered(key).map(|v| v.as_deref())
+    }
+
     async fn get_at(&self, keys: &[Vec<u8>], ts: Timestamp, checked: bool) -> Result<Vec<Option<Vec<u8>>>> {
         if checked {
             let r = self.resolving(|| self.client.batch_get_checked(keys, ts)).await;
@@ -535,8 +542,11 @@ impl Transaction {
                 match locked {
                     Ok(values) => {
                         read_ts = for_update_ts;
+                        let keep = to_lock.len() <= KEEP_LOCKED_VALUES_KEYS;
                         for (k, v) in to_lock.iter().zip(values) {
-                            self.keep_locked_value(k, &v);
+                            if keep {
+                                self.keep_locked_value(k, &v);
+                            }
                             read.insert(k.clone(), v);
                         }
                         break;
@@ -558,7 +568,8 @@ impl Transaction {
     }
 
     /// Keeps `key`'s latest committed value, just returned by its lock command, for later
-    /// locking reads, while the budget lasts.
+    /// locking reads, while the budget lasts. Only a command of a few keys keeps them: a
+    /// statement that locks many (a bulk INSERT's new keys) seldom reads them again.
     fn keep_locked_value(&mut self, key: &[u8], value: &Option<Vec<u8>>) {
         let size = key.len() + value.as_ref().map_or(0, Vec::len);
         if self.locked_values_bytes + size <= LOCKED_VALUES_MAX {
