@@ -567,3 +567,49 @@ async fn commits_after_pessimistic_locks_keep_every_version() {
     }
     assert_eq!(c.store().lock_count(), 0);
 }
+
+#[tokio::test]
+async fn a_one_step_commit_writes_only_keys_nobody_touched_since_its_start() {
+    let c = LocalClient::new(Arc::new(MvccStore::open(Arc::new(MemoryEngine::new())).expect("open")), false);
+    let get = |k: &'static [u8], at: u64| {
+        let c = c.clone();
+        async move { c.batch_get(&[k.to_vec()], ts(at)).await.expect("get").remove(0) }
+    };
+    let put = |k: &[u8], v: &[u8]| (k.to_vec(), v.to_vec());
+    c.prewrite(prewrite(vec![Mutation::Put(b"a".to_vec(), b"old".to_vec())], ts(10))).await.expect("prewrite");
+    c.commit(&[b"a".to_vec()], ts(10), ts(20)).await.expect("commit");
+
+    // Untouched since 30: committed at 40, the superseded version kept for older readers.
+    let wrote = c.commit_unread(vec![put(b"a", b"new"), put(b"b", b"two")], ts(30), ts(40)).await.expect("commit");
+    assert!(wrote);
+    assert_eq!(get(b"a", 39).await.as_deref(), Some(&b"old"[..]));
+    assert_eq!(get(b"a", 40).await.as_deref(), Some(&b"new"[..]));
+    assert_eq!(get(b"b", 39).await, None);
+    assert_eq!(get(b"b", 40).await.as_deref(), Some(&b"two"[..]));
+
+    // A key written at or after the start: nothing is written, not even the other keys.
+    let wrote = c.commit_unread(vec![put(b"c", b"x"), put(b"a", b"newer")], ts(35), ts(50)).await.expect("commit");
+    assert!(!wrote);
+    assert_eq!(get(b"c", 60).await, None);
+    assert_eq!(get(b"a", 60).await.as_deref(), Some(&b"new"[..]));
+
+    // A locked key (a prewrite not yet committed): nothing is written.
+    c.prewrite(prewrite(vec![Mutation::Put(b"d".to_vec(), b"theirs".to_vec())], ts(60))).await.expect("prewrite");
+    let wrote = c.commit_unread(vec![put(b"e", b"x"), put(b"d", b"mine")], ts(65), ts(70)).await.expect("commit");
+    assert!(!wrote);
+    c.commit(&[b"d".to_vec()], ts(60), ts(75)).await.expect("commit");
+    assert_eq!(get(b"d", 80).await.as_deref(), Some(&b"theirs"[..]));
+    assert_eq!(get(b"e", 80).await, None);
+
+    // Many keys (one MultiGet), all new, next to an old one: all written.
+    let many: Vec<(Vec<u8>, Vec<u8>)> = (0..50u32).map(|i| (format!("m{i:03}").into_bytes(), vec![i as u8])).collect();
+    let mut with_old = many.clone();
+    with_old.push(put(b"a", b"newest"));
+    assert!(c.commit_unread(with_old, ts(90), ts(95)).await.expect("commit"));
+    let keys: Vec<Vec<u8>> = many.iter().map(|(k, _)| k.clone()).collect();
+    let got = c.batch_get(&keys, ts(95)).await.expect("get");
+    assert_eq!(got, many.iter().map(|(_, v)| Some(v.clone())).collect::<Vec<_>>());
+    assert_eq!(get(b"a", 94).await.as_deref(), Some(&b"new"[..]));
+    assert_eq!(get(b"a", 95).await.as_deref(), Some(&b"newest"[..]));
+    assert_eq!(c.store().lock_count(), 0);
+}

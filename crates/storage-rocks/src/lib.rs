@@ -330,6 +330,32 @@ mod tests {
     }
 
     #[test]
+    fn multi_get_answers_in_the_order_asked_from_memtable_and_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = RocksEngine::open(dir.path()).expect("open");
+        let mut b = WriteBatch::default();
+        for k in (0..100u32).step_by(2) {
+            b.put(Cf::Latest, format!("k{k:03}").into_bytes(), format!("file{k}").into_bytes());
+        }
+        e.write(b, false).expect("write");
+        e.db.flush_cf(e.handle(Cf::Latest).expect("cf")).expect("flush");
+        let mut b = WriteBatch::default();
+        b.put(Cf::Latest, b"k004".to_vec(), b"memtable".to_vec());
+        b.put(Cf::Latest, b"k005".to_vec(), b"new".to_vec());
+        e.write(b, false).expect("write");
+        let keys: [&[u8]; 6] = [b"k098", b"k004", b"k001", b"k005", b"k050", b"zzz"];
+        let got = e.multi_get(Cf::Latest, &keys).expect("multi_get");
+        let want: Vec<Option<Vec<u8>>> = [Some("file98"), Some("memtable"), None, Some("new"), Some("file50"), None]
+            .iter()
+            .map(|v| v.map(|v| v.as_bytes().to_vec()))
+            .collect();
+        assert_eq!(got, want);
+        let sorted: [&[u8]; 3] = [b"k001", b"k002", b"k004"];
+        let got = e.multi_get(Cf::Latest, &sorted).expect("multi_get");
+        assert_eq!(got, vec![None, Some(b"file2".to_vec()), Some(b"memtable".to_vec())]);
+    }
+
+    #[test]
     fn versions_cursor_reads_one_key_and_skips_files_by_their_filters() {
         use rocksdb::perf::{set_perf_stats, PerfContext, PerfMetric, PerfStatsLevel};
         let dir = tempfile::tempdir().expect("tempdir");
