@@ -125,7 +125,13 @@ pub fn decode_tagged(input: &mut &[u8]) -> Result<Value> {
 }
 
 /// Decodes a row into `(column id, value)` pairs.
-pub fn decode_row(mut input: &[u8]) -> Result<Vec<(u32, Value)>> {
+pub fn decode_row(input: &[u8]) -> Result<Vec<(u32, Value)>> {
+    decode_row_with(input, |_| true)
+}
+
+/// Decodes the columns of a row whose ids `wanted` accepts, skipping the others' values
+/// without building them.
+pub fn decode_row_with(mut input: &[u8], wanted: impl Fn(u32) -> bool) -> Result<Vec<(u32, Value)>> {
     let input = &mut input;
     let version = take(input, 1)?[0];
     if version != VERSION {
@@ -135,9 +141,28 @@ pub fn decode_row(mut input: &[u8]) -> Result<Vec<(u32, Value)>> {
     let mut out = Vec::with_capacity(n.min(4096));
     for _ in 0..n {
         let id = get_varint(input)? as u32;
-        out.push((id, decode_tagged(input)?));
+        if wanted(id) {
+            out.push((id, decode_tagged(input)?));
+        } else {
+            skip_tagged(input)?;
+        }
     }
     Ok(out)
+}
+
+/// Steps over one tagged value.
+fn skip_tagged(input: &mut &[u8]) -> Result<()> {
+    let (&tag, rest) = input.split_first().ok_or_else(|| corrupt("truncated tag"))?;
+    *input = rest;
+    let len = match tag {
+        0 => 0,
+        1 | 2 | 3 | 6 | 7 | 8 => 8,
+        4 => 16,
+        5 => get_varint(input)? as usize,
+        other => return Err(corrupt(&format!("unknown tag {other}"))),
+    };
+    take(input, len)?;
+    Ok(())
 }
 
 fn corrupt(what: &str) -> Error {
@@ -168,5 +193,10 @@ mod tests {
             assert_eq!(v.to_display(), orig.to_display());
         }
         assert!(decode_row(&[1, 5, 0]).is_err());
+        // Skipping the others' values leaves exactly the wanted ones.
+        let some = decode_row_with(&encode_row(&pairs), |id| id == 600 || id == 1500).expect("decodes");
+        assert_eq!(some.len(), 2);
+        assert_eq!((some[0].0, some[0].1.to_display()), (600, vals[2].to_display()));
+        assert_eq!((some[1].0, some[1].1.to_display()), (1500, vals[5].to_display()));
     }
 }

@@ -80,7 +80,8 @@ pub(crate) fn split(sql: &str) -> Option<LiteralRows<'_>> {
 impl LiteralRows<'_> {
     /// The statement: the head with one row of placeholders, parsed and numbered; None if
     /// it is not a plain INSERT of one such row (the text then takes the general path).
-    pub fn statement(&self, dialect: &StrataDialect) -> Option<ast::Statement> {
+    /// The statement's text with one row of placeholders for its rows.
+    pub fn placeholder_text(&self) -> String {
         let mut sql = String::with_capacity(self.head.len() + 3 * self.width + 2);
         sql.push_str(self.head);
         sql.push_str(" (");
@@ -88,6 +89,11 @@ impl LiteralRows<'_> {
             sql.push_str(if i == 0 { "?" } else { ", ?" });
         }
         sql.push(')');
+        sql
+    }
+
+    pub fn statement(&self, dialect: &StrataDialect) -> Option<ast::Statement> {
+        let sql = self.placeholder_text();
         // Parsed and depth-checked as any text is: the head may hold anything before VALUES.
         let mut stmts = crate::session::parse(&sql, dialect).ok()?;
         if stmts.len() != 1 {

@@ -24,7 +24,7 @@ use crate::binder::split_name;
 use crate::catalog::{CheckInfo, ColumnInfo, DefaultValue, IndexInfo, IndexState, TableInfo};
 use crate::result::QueryResult;
 use crate::session::Engine;
-use crate::table::{decode_row, handle_from_row_key, index_entry, is_unique_entry};
+use crate::table::{decode_columns, decode_row, handle_from_row_key, index_entry, is_unique_entry};
 use crate::types::ColumnType;
 
 /// Rows per ADD INDEX backfill transaction.
@@ -714,7 +714,7 @@ impl Engine {
             let last = last.clone();
             let mut entries = Vec::with_capacity(batch.len());
             for (k, v) in &batch {
-                let (row, _) = decode_row(table, v)?;
+                let row = decode_columns(table, v, &index.columns)?;
                 let (ik, iv) = index_entry(table, index, &row, handle_from_row_key(table, k));
                 entries.push((is_unique_entry(index, &row).then_some(row), ik, iv));
             }

@@ -153,20 +153,13 @@ fn dup_error(table: &TableInfo, key_name: &str, row: &Row, cols: &[usize]) -> Er
     Error::user(Code::DupEntry, format!("Duplicate entry '{}' for key '{}.{}'", vals.join("-"), table.name, key_name))
 }
 
-fn write_row(
-    cache: &mut KeyCache,
-    txn: &mut Transaction,
-    table: &TableInfo,
-    row: &Row,
-    row_id: Option<i64>,
-) -> Result<()> {
-    let handle = handle_of(table, row, row_id)?;
-    cache.put(txn, row_key(table, &handle), encode_row(table, row, row_id));
+/// Writes a new row and its index entries (`handle`: the row's, `handle_of`).
+fn write_row_at(cache: &mut KeyCache, txn: &mut Transaction, table: &TableInfo, row: &Row, row_id: Option<i64>, handle: &[u8]) {
+    cache.put(txn, row_key(table, handle), encode_row(table, row, row_id));
     for idx in &table.indexes {
-        let (k, v) = index_entry(table, idx, row, &handle);
+        let (k, v) = index_entry(table, idx, row, handle);
         cache.put(txn, k, v);
     }
-    Ok(())
 }
 
 fn delete_row(
@@ -191,12 +184,11 @@ async fn conflicts(
     txn: &mut Transaction,
     table: &TableInfo,
     row: &Row,
-    row_id: Option<i64>,
+    handle: &[u8],
 ) -> Result<Vec<(String, Vec<usize>, TableRow)>> {
     let mut out: Vec<(String, Vec<usize>, TableRow)> = Vec::new();
-    let handle = handle_of(table, row, row_id)?;
     if table.pk.is_some() {
-        let k = row_key(table, &handle);
+        let k = row_key(table, handle);
         if let Some(v) = cache.get(txn, &k).await? {
             let (r, rid) = decode_row(table, &v)?;
             out.push((
@@ -210,7 +202,7 @@ async fn conflicts(
         if !is_unique_entry(idx, row) {
             continue;
         }
-        let (k, _) = index_entry(table, idx, row, &handle);
+        let (k, _) = index_entry(table, idx, row, handle);
         if let Some(other_handle) = cache.get(txn, &k).await? {
             let rk = row_key(table, &other_handle);
             if out.iter().any(|(_, _, r)| r.key == rk) {
@@ -586,6 +578,7 @@ impl DmlCtx<'_> {
         on_dup: &OnDuplicate<'_>,
     ) -> Result<Stored> {
         let mut keys = Vec::new();
+        let mut handles = Vec::with_capacity(rows.len());
         for (row, row_id) in &rows {
             let handle = handle_of(table, row, *row_id)?;
             if table.pk.is_some() {
@@ -596,6 +589,7 @@ impl DmlCtx<'_> {
                     keys.push(index_entry(table, idx, row, &handle).0);
                 }
             }
+            handles.push(handle);
         }
         let mut cache = KeyCache { known: HashMap::new() };
         if !keys.is_empty() {
@@ -605,10 +599,10 @@ impl DmlCtx<'_> {
             cache.known.extend(keys.into_iter().zip(vals));
         }
         let mut out = Stored::default();
-        for (row, row_id) in rows {
-            let found = conflicts(&mut cache, txn, table, &row, row_id).await?;
+        for ((row, row_id), handle) in rows.into_iter().zip(handles) {
+            let found = conflicts(&mut cache, txn, table, &row, &handle).await?;
             if found.is_empty() {
-                write_row(&mut cache, txn, table, &row, row_id)?;
+                write_row_at(&mut cache, txn, table, &row, row_id, &handle);
                 out.affected += 1;
                 continue;
             }
@@ -619,7 +613,7 @@ impl DmlCtx<'_> {
                         out.affected += 1;
                         out.deleted += 1;
                     }
-                    write_row(&mut cache, txn, table, &row, row_id)?;
+                    write_row_at(&mut cache, txn, table, &row, row_id, &handle);
                     out.affected += 1;
                 }
                 OnDuplicate::Update(upsert, subs) => {

@@ -293,6 +293,7 @@ impl Engine {
             plan_cache: Arc::default(),
             plan_slot: None,
             value_rows: None,
+            literal_text: None,
             compile_nanos: Arc::default(),
             timing: StatementTiming::default(),
             slow_queries: 0,
@@ -528,6 +529,9 @@ pub struct Session {
     plan_slot: Option<crate::binder::PlanCacheSlot>,
     /// While a literal-rows INSERT runs: the width of its rows (`crate::bulk_insert`).
     value_rows: Option<usize>,
+    /// After a literal-rows INSERT ran: its text with one row of placeholders, which the
+    /// statement summary parses for table names instead of the whole text.
+    literal_text: Option<String>,
     /// Nanoseconds the running statement spent planning (the compile phase).
     compile_nanos: Arc<std::sync::atomic::AtomicU64>,
     /// What the statement summary and the slow log learn of the running statement.
@@ -1170,6 +1174,7 @@ impl Session {
         if !self.timing.done {
             self.summarize(sql, None, &r);
         }
+        self.literal_text = None;
         r
     }
 
@@ -1218,6 +1223,7 @@ impl Session {
             self.value_rows = Some(rows.width);
             let r = self.run_with(&stmt, &rows.values, None).await;
             self.value_rows = None;
+            self.literal_text = Some(rows.placeholder_text());
             return vec![r];
         }
         let stmts = match parse(sql, &self.dialect()) {
@@ -1427,7 +1433,8 @@ impl Session {
                     &computed
                 }
             };
-            let tables = || table_names(sql, &self.dialect(), self.db.as_deref());
+            let tables_in = self.literal_text.as_deref().unwrap_or(sql);
+            let tables = || table_names(tables_in, &self.dialect(), self.db.as_deref());
             summary.record(&crate::stmt_summary::Execution {
                 schema: self.db.as_deref(),
                 user: &self.user,

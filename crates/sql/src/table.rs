@@ -69,13 +69,43 @@ pub fn encode_row(table: &TableInfo, row: &Row, row_id: Option<i64>) -> Vec<u8> 
 /// Decodes a row value into table order; columns missing from the stored row (added later)
 /// take their default. Returns the hidden row id too, if any.
 pub fn decode_row(table: &TableInfo, bytes: &[u8]) -> Result<(Row, Option<i64>)> {
-    let stored = row::decode_row(bytes)?;
-    let mut out: Row = Vec::with_capacity(table.columns.len());
+    place_columns(table, row::decode_row(bytes)?, |_| true)
+}
+
+/// `decode_row` of the columns at `positions` only (the others are NULL); no row id.
+pub fn decode_columns(table: &TableInfo, bytes: &[u8], positions: &[usize]) -> Result<Row> {
+    let wanted = |id: u32| positions.iter().any(|&p| table.columns[p].id == id);
+    let (row, _) = place_columns(table, row::decode_row_with(bytes, wanted)?, |p| positions.contains(&p))?;
+    Ok(row)
+}
+
+/// Stored `(column id, value)` pairs in table order, a column missing from them taking its
+/// default if `defaulted` says so (NULL otherwise); and the hidden row id, if any.
+fn place_columns(
+    table: &TableInfo,
+    stored: Vec<(u32, Value)>,
+    defaulted: impl Fn(usize) -> bool,
+) -> Result<(Row, Option<i64>)> {
+    let mut slots: Vec<Option<Value>> = vec![None; table.columns.len()];
     let mut row_id = None;
-    for c in &table.columns {
-        let v = stored.iter().find(|(id, _)| *id == c.id).map(|(_, v)| v.clone());
+    for (id, v) in stored {
+        // Column ids mostly follow the columns' order: look there first.
+        let at = (id as usize).checked_sub(1).filter(|&p| table.columns.get(p).is_some_and(|c| c.id == id));
+        match at.or_else(|| table.columns.iter().position(|c| c.id == id)) {
+            Some(p) => slots[p] = Some(v),
+            None if id == 0 && table.pk.is_none() => {
+                if let Value::Int(i) = v {
+                    row_id = Some(i);
+                }
+            }
+            None => {}
+        }
+    }
+    let mut out: Row = Vec::with_capacity(table.columns.len());
+    for (p, (c, v)) in table.columns.iter().zip(slots).enumerate() {
         out.push(match v {
             Some(v) => v,
+            None if !defaulted(p) => Value::Null,
             None => match &c.default {
                 Some(crate::catalog::DefaultValue::Text(t)) => {
                     c.ty.coerce(Value::str(t.clone()), &c.name).unwrap_or(Value::Null)
@@ -83,11 +113,6 @@ pub fn decode_row(table: &TableInfo, bytes: &[u8]) -> Result<(Row, Option<i64>)>
                 _ => Value::Null,
             },
         });
-    }
-    if table.pk.is_none() {
-        if let Some((_, Value::Int(id))) = stored.iter().find(|(id, _)| *id == 0) {
-            row_id = Some(*id);
-        }
     }
     Ok((out, row_id))
 }

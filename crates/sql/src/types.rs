@@ -262,7 +262,8 @@ impl ColumnType {
                     Value::Bytes(b) => b,
                     other => other.to_text().unwrap_or_default(),
                 };
-                let len = if self.is_binary() || matches!(self, ColumnType::Text(_)) {
+                // Characters are never more than bytes: most values need no count.
+                let len = if self.is_binary() || matches!(self, ColumnType::Text(_)) || bytes.len() <= *n as usize {
                     bytes.len()
                 } else {
                     String::from_utf8_lossy(&bytes).chars().count()
@@ -273,12 +274,11 @@ impl ColumnType {
                         format!("Data too long for column '{column}' at row 1"),
                     ));
                 }
-                let bytes = if let ColumnType::Char(_) = self {
+                let mut bytes = bytes;
+                if let ColumnType::Char(_) = self {
                     let end = bytes.iter().rposition(|c| *c != b' ').map(|i| i + 1).unwrap_or(0);
-                    bytes[..end].to_vec()
-                } else {
-                    bytes
-                };
+                    bytes.truncate(end);
+                }
                 Ok(Value::Bytes(bytes))
             }
             ColumnType::Date | ColumnType::DateTime(_) | ColumnType::Timestamp(_) => {
