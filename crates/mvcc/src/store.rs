@@ -811,7 +811,8 @@ impl MvccStore {
                     && (req.mode == LockMode::Pessimistic || !matches!(m, Mutation::Lock(_)))
             })
             .collect();
-        let to_read: Vec<&[u8]> = encs.iter().zip(&point_read).filter(|(_, r)| **r).map(|(e, _)| e.as_slice()).collect();
+        let to_read: Vec<&[u8]> =
+            encs.iter().zip(&point_read).filter(|(_, r)| **r).map(|(e, _)| e.as_slice()).collect();
         let mut raws = self.latest_records(&to_read)?.into_iter();
         for (i, (m, held)) in req.mutations.iter().zip(helds).enumerate() {
             let key = m.key();
@@ -836,7 +837,7 @@ impl MvccStore {
                 (None, _) if must_hold(i) => return Err(Error::TxnRolledBack(req.start_ts)),
                 (None, Some(read)) => prior = read,
                 (None, None) => {
-                    let h = self.history_in(&mut shared, &bounds, &enc, req.start_ts)?;
+                    let h = self.history_in(&mut shared, &bounds, enc, req.start_ts)?;
                     if let Some((commit_ts, w)) = h.newest {
                         if req.mode == LockMode::Optimistic && commit_ts > req.start_ts {
                             return Err(Error::WriteConflict {
@@ -946,7 +947,12 @@ impl MvccStore {
     /// index being built, which only its backfill and writers touch). A writer's prewrite
     /// after it sees its version, one before it its lock, and a writer's commit after a
     /// prewrite before it is newer, as `commit_ts` is taken before the call.
-    pub fn commit_unread(&self, puts: Vec<(Vec<u8>, Vec<u8>)>, start_ts: Timestamp, commit_ts: Timestamp) -> Result<bool> {
+    pub fn commit_unread(
+        &self,
+        puts: Vec<(Vec<u8>, Vec<u8>)>,
+        start_ts: Timestamp,
+        commit_ts: Timestamp,
+    ) -> Result<bool> {
         let _g = self.latches.acquire(puts.iter().map(|(k, _)| k));
         if puts.iter().any(|(key, _)| self.locks.contains(key)) {
             return Ok(false);

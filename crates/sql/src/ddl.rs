@@ -730,11 +730,7 @@ impl Engine {
                     conflicts += 1;
                     two_phase = true;
                 } else {
-                    return Err(Error::WriteConflict {
-                        start_ts: txn.start_ts(),
-                        conflict_ts: commit_ts,
-                        key: last,
-                    });
+                    return Err(Error::WriteConflict { start_ts: txn.start_ts(), conflict_ts: commit_ts, key: last });
                 }
                 continue;
             }

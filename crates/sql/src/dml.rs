@@ -154,7 +154,14 @@ fn dup_error(table: &TableInfo, key_name: &str, row: &Row, cols: &[usize]) -> Er
 }
 
 /// Writes a new row and its index entries (`handle`: the row's, `handle_of`).
-fn write_row_at(cache: &mut KeyCache, txn: &mut Transaction, table: &TableInfo, row: &Row, row_id: Option<i64>, handle: &[u8]) {
+fn write_row_at(
+    cache: &mut KeyCache,
+    txn: &mut Transaction,
+    table: &TableInfo,
+    row: &Row,
+    row_id: Option<i64>,
+    handle: &[u8],
+) {
     cache.put(txn, row_key(table, handle), encode_row(table, row, row_id));
     for idx in &table.indexes {
         let (k, v) = index_entry(table, idx, row, handle);
