@@ -1,7 +1,8 @@
 #!/bin/bash
 # RocksDB point gets and iterator seeks per committed TPC-C transaction, for each binary given:
 # a 45 s go-tpc run (8 threads) from a prepared snapshot, with uprobes on DBImpl::GetImpl and
-# rocksdb_iter_seek counted over 15 s in its middle, and commits read from /metrics.
+# rocksdb_iter_seek counted over 15 s in its middle, and commits read from /metrics. Commands
+# of 64 keys or more read with one MultiGet, which these probes do not count.
 # usage: SNAPSHOT=/tmp/tpcc-snap scripts/rocksdb-reads-per-txn.sh BIN [BIN...]   (needs root and perf)
 set -u
 cd "$(dirname "$0")/.."
