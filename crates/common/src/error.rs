@@ -209,6 +209,13 @@ pub enum Error {
     /// This transaction was chosen as a deadlock victim.
     #[error("Deadlock found when trying to get lock; try restarting transaction")]
     Deadlock,
+    /// A key written with `Mutation::Insert` has a committed value: the caller turns it
+    /// into the duplicate-key error naming the values (1062).
+    #[error("Duplicate entry for key {key:?}")]
+    AlreadyExists {
+        /// The key, raw.
+        key: Vec<u8>,
+    },
     /// The transaction's locks were rolled back by someone else (it took too long).
     #[error("transaction {0} was rolled back by a conflicting reader; try restarting transaction")]
     TxnRolledBack(Timestamp),
@@ -249,6 +256,7 @@ impl Error {
             Error::LockWaitTimeout => Code::LockWaitTimeout,
             Error::Deadlock => Code::Deadlock,
             Error::TxnRolledBack(_) => Code::WriteConflict,
+            Error::AlreadyExists { .. } => Code::DupEntry,
             Error::KeyLocked(_) | Error::Io(_) | Error::Internal(_) => Code::UnknownError,
         }
     }

@@ -9,6 +9,10 @@ use strata_common::{Result, Timestamp};
 pub enum Mutation {
     /// Set the key.
     Put(Vec<u8>, Vec<u8>),
+    /// Set a key that must have no value: the prewrite fails with `Error::AlreadyExists`
+    /// if it has one (TiKV's Insert). An autocommit INSERT's new keys, which it checks this
+    /// way instead of locking and reading them first.
+    Insert(Vec<u8>, Vec<u8>),
     /// Delete the key.
     Delete(Vec<u8>),
     /// Lock the key without writing it (SELECT ... FOR UPDATE in optimistic mode).
@@ -19,14 +23,14 @@ impl Mutation {
     /// The key written.
     pub fn key(&self) -> &[u8] {
         match self {
-            Mutation::Put(k, _) | Mutation::Delete(k) | Mutation::Lock(k) => k,
+            Mutation::Put(k, _) | Mutation::Insert(k, _) | Mutation::Delete(k) | Mutation::Lock(k) => k,
         }
     }
 
     /// The key written, without the value.
     pub fn into_key(self) -> Vec<u8> {
         match self {
-            Mutation::Put(k, _) | Mutation::Delete(k) | Mutation::Lock(k) => k,
+            Mutation::Put(k, _) | Mutation::Insert(k, _) | Mutation::Delete(k) | Mutation::Lock(k) => k,
         }
     }
 }

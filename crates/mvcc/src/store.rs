@@ -822,6 +822,12 @@ impl MvccStore {
             let untouched = match point_read[i] {
                 true => {
                     let raw = raws.next().ok_or_else(|| Error::internal("prewrite read fewer records than keys"))?;
+                    // The latest CF holds the newest Put or Delete: a Put is a value.
+                    if matches!(m, Mutation::Insert(..))
+                        && raw.as_deref().map(split_latest).transpose()?.is_some_and(|(_, w)| w.kind == Kind::Put)
+                    {
+                        return Err(Error::AlreadyExists { key: key.to_vec() });
+                    }
                     self.untouched_since(enc, raw, req.start_ts, keep_prior)?
                 }
                 false => None,
@@ -859,7 +865,7 @@ impl MvccStore {
                 }
             }
             let (kind, value) = match m {
-                Mutation::Put(_, v) => (Kind::Put, Some(v)),
+                Mutation::Put(_, v) | Mutation::Insert(_, v) => (Kind::Put, Some(v)),
                 Mutation::Delete(_) => (Kind::Delete, None),
                 Mutation::Lock(_) => (Kind::Lock, None),
             };

@@ -180,7 +180,7 @@ async fn random_txns_in(
         c.commit(&ks, ts(start), ts(commit)).await.expect("commit");
         for m in muts {
             match m {
-                Mutation::Put(k, v) => model.entry(k).or_default().push((commit, Some(v))),
+                Mutation::Put(k, v) | Mutation::Insert(k, v) => model.entry(k).or_default().push((commit, Some(v))),
                 Mutation::Delete(k) => model.entry(k).or_default().push((commit, None)),
                 Mutation::Lock(_) => {}
             }
@@ -612,4 +612,40 @@ async fn a_one_step_commit_writes_only_keys_nobody_touched_since_its_start() {
     assert_eq!(get(b"a", 94).await.as_deref(), Some(&b"new"[..]));
     assert_eq!(get(b"a", 95).await.as_deref(), Some(&b"newest"[..]));
     assert_eq!(c.store().lock_count(), 0);
+}
+
+#[tokio::test]
+async fn an_insert_mutation_fails_on_a_key_with_a_value_and_nothing_is_written() {
+    let c = LocalClient::new(Arc::new(MvccStore::open(Arc::new(MemoryEngine::new())).expect("open")), false);
+    let pessimistic = |muts: Vec<Mutation>, start: u64| {
+        let mut req = Arc::try_unwrap(prewrite(muts, ts(start))).expect("one owner");
+        req.mode = LockMode::Pessimistic;
+        Arc::new(req)
+    };
+    c.prewrite(prewrite(vec![Mutation::Put(b"a".to_vec(), b"1".to_vec())], ts(10))).await.expect("prewrite");
+    c.commit(&[b"a".to_vec()], ts(10), ts(11)).await.expect("commit");
+    c.prewrite(prewrite(vec![Mutation::Put(b"d".to_vec(), b"1".to_vec())], ts(12))).await.expect("prewrite");
+    c.commit(&[b"d".to_vec()], ts(12), ts(13)).await.expect("commit");
+    c.prewrite(prewrite(vec![Mutation::Delete(b"d".to_vec())], ts(14))).await.expect("prewrite");
+    c.commit(&[b"d".to_vec()], ts(14), ts(15)).await.expect("commit");
+
+    // A key with a value: the whole prewrite fails, the other key is not locked.
+    let both = vec![Mutation::Insert(b"b".to_vec(), b"2".to_vec()), Mutation::Insert(b"a".to_vec(), b"2".to_vec())];
+    match c.prewrite(pessimistic(both, 20)).await {
+        Err(strata_common::Error::AlreadyExists { key }) => assert_eq!(key, b"a"),
+        other => panic!("expected AlreadyExists, got {other:?}"),
+    }
+    assert_eq!(c.store().lock_count(), 0);
+
+    // Absent and deleted keys take the insert, committed like a Put.
+    let fresh = vec![Mutation::Insert(b"b".to_vec(), b"2".to_vec()), Mutation::Insert(b"d".to_vec(), b"2".to_vec())];
+    c.prewrite(pessimistic(fresh, 30)).await.expect("insert of absent keys");
+    c.commit(&[b"b".to_vec(), b"d".to_vec()], ts(30), ts(31)).await.expect("commit");
+    let got = c.batch_get(&[b"b".to_vec(), b"d".to_vec()], ts(32)).await.expect("get");
+    assert_eq!(got, vec![Some(b"2".to_vec()), Some(b"2".to_vec())]);
+
+    // A key another transaction holds is reported as locked (the committer waits for it).
+    c.prewrite(prewrite(vec![Mutation::Put(b"e".to_vec(), b"x".to_vec())], ts(40))).await.expect("prewrite");
+    let locked = c.prewrite(pessimistic(vec![Mutation::Insert(b"e".to_vec(), b"y".to_vec())], 41)).await;
+    assert!(matches!(locked, Err(strata_common::Error::KeyLocked(_))), "{locked:?}");
 }

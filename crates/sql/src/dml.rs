@@ -602,8 +602,16 @@ impl DmlCtx<'_> {
         if !keys.is_empty() {
             keys.sort();
             keys.dedup();
-            let vals = txn.lock_and_get(&keys).await?;
-            cache.known.extend(keys.into_iter().zip(vals));
+            if matches!(on_dup, OnDuplicate::Error) && txn.may_presume_absent() {
+                // A plain INSERT that is its own transaction: its commit follows at once and
+                // its prewrite checks the keys have no value (a duplicate fails it with 1062,
+                // `Engine::commit_txn`), so they are neither locked nor read now.
+                txn.presume_absent(&keys);
+                cache.known.extend(keys.into_iter().map(|k| (k, None)));
+            } else {
+                let vals = txn.lock_and_get(&keys).await?;
+                cache.known.extend(keys.into_iter().zip(vals));
+            }
         }
         let mut out = Stored::default();
         for ((row, row_id), handle) in rows.into_iter().zip(handles) {

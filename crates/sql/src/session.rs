@@ -338,11 +338,60 @@ impl Engine {
         } else {
             None
         };
-        txn.commit().await?;
+        match txn.commit().await {
+            Err(Error::AlreadyExists { key }) => return Err(self.duplicate_error(&key).await),
+            r => r?,
+        };
         for (table, rows) in written {
             self.catalog.modifications.add(table, rows);
         }
         Ok(())
+    }
+
+    /// The duplicate-key error (1062) for a key an INSERT presumed absent
+    /// (`Transaction::presume_absent`) and its commit found with a value: it names the key
+    /// and the values of the row that holds it, read now (MySQL names the new row's values;
+    /// they are equal under the key's collation).
+    async fn duplicate_error(&self, key: &[u8]) -> Error {
+        use strata_codec::keys::Key;
+        let found = async {
+            let (table_id, index) = match Key::decode(key)? {
+                Key::Row { table, .. } => (table, None),
+                Key::Index { table, index, .. } => (table, Some(index)),
+                Key::Meta(_) => return Ok(None),
+            };
+            let schema = self.catalog.schema();
+            let Some(table) = schema.all_tables().into_iter().find(|t| t.table_id() == table_id) else {
+                return Ok(None);
+            };
+            let opts = TxnOptions {
+                mode: LockMode::Optimistic,
+                isolation: Isolation::RepeatableRead,
+                lock_wait_timeout_ms: 0,
+            };
+            let txn = Transaction::begin(self.client.clone(), self.oracle.clone(), opts).await?;
+            let (name, cols, row_key) = match index {
+                None => ("PRIMARY".to_string(), table.pk.clone().unwrap_or_default(), key.to_vec()),
+                Some(id) => {
+                    let Some(ix) = table.indexes.iter().find(|i| crate::catalog::TableInfo::index_id(i) == id) else {
+                        return Ok(None);
+                    };
+                    let Some(handle) = txn.get(key).await? else { return Ok(None) };
+                    (ix.name.clone(), ix.columns.clone(), crate::table::row_key(&table, &handle))
+                }
+            };
+            let Some(value) = txn.get(&row_key).await? else { return Ok(None) };
+            let (row, _) = crate::table::decode_row(&table, &value)?;
+            let vals: Vec<String> = cols.iter().map(|c| row[*c].to_display()).collect();
+            Ok::<_, Error>(Some(format!("Duplicate entry '{}' for key '{}.{}'", vals.join("-"), table.name, name)))
+        };
+        match found.await {
+            Ok(Some(message)) => Error::user(Code::DupEntry, message),
+            _ => Error::user(
+                Code::DupEntry,
+                format!("Duplicate entry for key {}", strata_codec::keys::Key::describe(key)),
+            ),
+        }
     }
 
     /// The oldest start timestamp of any running transaction (GC must keep what it reads).
@@ -2694,6 +2743,7 @@ impl Session {
         };
         let info = self.info();
         let single = !self.explicit && self.autocommit();
+        txn.set_single_statement(single);
         let locked_before = txn.lock_time();
         // tidb_rc_read_check_ts: a plain SELECT inside a READ COMMITTED transaction reads at
         // the newest timestamp the transaction holds, with checked reads (an autocommit

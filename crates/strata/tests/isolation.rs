@@ -42,6 +42,89 @@ async fn anomalies() {
     pessimistic_writes_read_the_latest_rows(&server).await;
     schema_changes_do_not_change_a_snapshot(&server).await;
     rc_check_ts_never_misses_a_committed_version(&server).await;
+    duplicate_inserts(&server).await;
+}
+
+fn message(e: &mysql_async::Error) -> String {
+    match e {
+        mysql_async::Error::Server(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// An autocommit INSERT does not lock its new keys: its commit checks they have no value.
+/// Duplicates still fail with 1062 naming the key and values, leave nothing behind, and an
+/// INSERT of a key another transaction is inserting waits for it: 1062 if it commits, the
+/// row if it rolls back. Inside an explicit transaction the keys are locked as before.
+async fn duplicate_inserts(server: &common::StrataProcess) {
+    let pool = server.pool(None);
+    common::exec(
+        &pool,
+        &[
+            "CREATE DATABASE dup",
+            "CREATE TABLE dup.t (id INT PRIMARY KEY, u VARCHAR(10), k INT, UNIQUE KEY uk (u), KEY ik (k))",
+            "INSERT INTO dup.t VALUES (1, 'a', 1), (2, 'b', 2)",
+        ],
+    )
+    .await;
+    let mut a = pool.get_conn().await.expect("conn");
+    let mut b = pool.get_conn().await.expect("conn");
+    for (sql, want) in [
+        ("INSERT INTO dup.t VALUES (3, 'c', 3), (1, 'x', 9)", "Duplicate entry '1' for key 't.PRIMARY'"),
+        ("INSERT INTO dup.t VALUES (4, 'b', 4)", "Duplicate entry 'b' for key 't.uk'"),
+        ("INSERT INTO dup.t VALUES (5, 'e', 5), (5, 'f', 5)", "Duplicate entry '5' for key 't.PRIMARY'"),
+    ] {
+        let e = a.query_drop(sql).await.expect_err(sql);
+        assert_eq!((code(&e), message(&e)), (Some(1062), want.to_string()), "{sql}");
+    }
+    let ids: Vec<i32> = a.query("SELECT id FROM dup.t ORDER BY id").await.expect("select");
+    assert_eq!(ids, vec![1, 2], "a failed INSERT left rows behind");
+    a.query_drop("ADMIN CHECK TABLE dup.t").await.expect("indexes consistent");
+
+    // Another transaction is inserting the key: the autocommit INSERT waits for it.
+    for commit in [true, false] {
+        a.query_drop("BEGIN").await.expect("begin");
+        a.query_drop("INSERT INTO dup.t VALUES (10, 'p', 10)").await.expect("insert");
+        let mut b2 = pool.get_conn().await.expect("conn");
+        let waiter = tokio::spawn(async move {
+            let r = b2.query_drop("INSERT INTO dup.t VALUES (10, 'q', 11)").await;
+            (r, b2)
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(!waiter.is_finished(), "the INSERT did not wait for the other insert of its key");
+        a.query_drop(if commit { "COMMIT" } else { "ROLLBACK" }).await.expect("end");
+        let (r, _b2) = waiter.await.expect("task");
+        let u: Option<String> = b.query_first("SELECT u FROM dup.t WHERE id = 10").await.expect("select");
+        if commit {
+            let e = r.expect_err("a committed duplicate");
+            assert_eq!(code(&e), Some(1062), "{e}");
+            assert_eq!(u.as_deref(), Some("p"));
+            b.query_drop("DELETE FROM dup.t WHERE id = 10").await.expect("delete");
+        } else {
+            r.expect("the other insert rolled back");
+            assert_eq!(u.as_deref(), Some("q"));
+        }
+    }
+
+    // A wait for the other transaction's key ends like a lock wait: 1205 after the timeout.
+    a.query_drop("BEGIN").await.expect("begin");
+    a.query_drop("INSERT INTO dup.t VALUES (11, 'r', 0)").await.expect("insert");
+    b.query_drop("SET innodb_lock_wait_timeout = 1").await.expect("set");
+    let started = std::time::Instant::now();
+    let e = b.query_drop("INSERT INTO dup.t VALUES (11, 's', 0)").await.expect_err("times out");
+    assert_eq!(code(&e), Some(1205), "{e}");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(900), "gave up early");
+    a.query_drop("ROLLBACK").await.expect("rollback");
+
+    // In an explicit transaction the duplicate fails the statement, not the commit.
+    a.query_drop("BEGIN").await.expect("begin");
+    let e = a.query_drop("INSERT INTO dup.t VALUES (2, 'z', 0)").await.expect_err("duplicate");
+    assert_eq!(code(&e), Some(1062));
+    a.query_drop("INSERT INTO dup.t VALUES (20, 'z', 0)").await.expect("the transaction goes on");
+    a.query_drop("COMMIT").await.expect("commit");
+    let n: Option<i64> = a.query_first("SELECT COUNT(*) FROM dup.t").await.expect("count");
+    assert_eq!(n, Some(4));
+    a.query_drop("ADMIN CHECK TABLE dup.t").await.expect("indexes consistent");
 }
 
 /// A transaction binds against the schema its snapshot was taken under: a table truncated,

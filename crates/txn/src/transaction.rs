@@ -19,7 +19,7 @@
 //! would have shown. On a conflict the statement is run again (by the SQL layer, unless
 //! rows already went to the client), and its next start takes a fresh timestamp.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -90,6 +90,12 @@ pub struct Transaction {
     locked_values: HashMap<Vec<u8>, Option<Vec<u8>>>,
     /// Bytes of keys and values in `locked_values`.
     locked_values_bytes: usize,
+    /// Keys whose writes the prewrite checks have no value (`Mutation::Insert`), written
+    /// by a transaction of one statement instead of locking and reading them first
+    /// (`presume_absent`).
+    presumed: HashSet<Vec<u8>>,
+    /// Whether the transaction is one statement, committed as soon as it ends (autocommit).
+    single_statement: bool,
     primary: Option<Vec<u8>>,
     /// The running statement's current-read timestamp (pessimistic locking scans), taken
     /// at its first locking scan.
@@ -162,6 +168,8 @@ impl Transaction {
             locked: BTreeSet::new(),
             locked_values: HashMap::new(),
             locked_values_bytes: 0,
+            presumed: HashSet::new(),
+            single_statement: false,
             primary: None,
             current_ts: None,
             began: Instant::now(),
@@ -367,6 +375,26 @@ impl Transaction {
 
     fn buffered(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
         self.stmt.get(key).or_else(|| self.buffer.get(key))
+    }
+
+    /// Marks the transaction as one statement, committed as soon as it ends (autocommit).
+    pub fn set_single_statement(&mut self, single: bool) {
+        self.single_statement = single;
+    }
+
+    /// Whether the transaction is one statement (`set_single_statement`) in pessimistic
+    /// mode, whose new keys may be presumed absent (`presume_absent`).
+    pub fn may_presume_absent(&self) -> bool {
+        self.single_statement && self.opts.mode == LockMode::Pessimistic
+    }
+
+    /// Presumes that `keys` have no value: instead of locking and reading them now, the
+    /// commit, which follows the statement at once, writes them as `Mutation::Insert`, and
+    /// its prewrite fails with `Error::AlreadyExists` if one has a value (or waits for the
+    /// lock another transaction holds on it, as a lock command would). An INSERT's new keys
+    /// in a transaction of one statement (`may_presume_absent`).
+    pub fn presume_absent(&mut self, keys: &[Vec<u8>]) {
+        self.presumed.extend(keys.iter().cloned());
     }
 
     /// This transaction's own write of `key`, if it wrote it (`Some(None)`: deleted).
@@ -623,6 +651,7 @@ impl Transaction {
             }
             locked.push(held.next_if(|h| h.as_slice() == k.as_slice()).is_some());
             mutations.push(match v {
+                Some(v) if !self.presumed.is_empty() && self.presumed.contains(&k) => Mutation::Insert(k, v),
                 Some(v) => Mutation::Put(k, v),
                 None => Mutation::Delete(k),
             });
@@ -656,6 +685,11 @@ impl Transaction {
             locked,
         });
         let mut attempt = 0;
+        // Keys presumed absent were not locked: waiting here for another transaction's
+        // lock on one is the lock wait their lock command would have had, and ends the
+        // same way (1205) after innodb_lock_wait_timeout.
+        let wait_until =
+            (!self.presumed.is_empty()).then(|| Instant::now() + Duration::from_millis(self.opts.lock_wait_timeout_ms));
         loop {
             let done = self.client.prewrite(req.clone()).await;
             if done.is_ok() {
@@ -664,9 +698,13 @@ impl Transaction {
             }
             match done {
                 Ok(()) => break,
-                Err(Error::KeyLocked(lock)) if attempt < MAX_RESOLVE_ATTEMPTS => {
+                Err(Error::KeyLocked(_)) if wait_until.is_some_and(|t| Instant::now() >= t) => {
+                    let _ = self.client.rollback(&keys_of(&req), self.start_ts).await;
+                    return Err(Error::LockWaitTimeout);
+                }
+                Err(Error::KeyLocked(lock)) if attempt < MAX_RESOLVE_ATTEMPTS || wait_until.is_some() => {
                     resolve_lock(self.client.as_ref(), self.oracle.as_ref(), &lock, attempt).await?;
-                    attempt += 1;
+                    attempt = attempt.saturating_add(1);
                 }
                 Err(e) => {
                     let _ = self.client.rollback(&keys_of(&req), self.start_ts).await;
