@@ -602,11 +602,10 @@ impl DmlCtx<'_> {
         if !keys.is_empty() {
             keys.sort();
             keys.dedup();
-            if matches!(on_dup, OnDuplicate::Error) && txn.may_presume_absent() {
-                // A plain INSERT that is its own transaction: its commit follows at once and
-                // its prewrite checks the keys have no value (a duplicate fails it with 1062,
-                // `Engine::commit_txn`), so they are neither locked nor read now.
-                txn.presume_absent(&keys);
+            // A plain INSERT that is its own transaction: its commit follows at once and its
+            // prewrite checks the keys have no value (a duplicate fails it with 1062,
+            // `Engine::commit_txn`), so they are neither locked nor read now.
+            if matches!(on_dup, OnDuplicate::Error) && txn.presume_absent(&keys) {
                 cache.known.extend(keys.into_iter().map(|k| (k, None)));
             } else {
                 let vals = txn.lock_and_get(&keys).await?;

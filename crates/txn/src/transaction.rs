@@ -382,19 +382,18 @@ impl Transaction {
         self.single_statement = single;
     }
 
-    /// Whether the transaction is one statement (`set_single_statement`) in pessimistic
-    /// mode, whose new keys may be presumed absent (`presume_absent`).
-    pub fn may_presume_absent(&self) -> bool {
-        self.single_statement && self.opts.mode == LockMode::Pessimistic
-    }
-
-    /// Presumes that `keys` have no value: instead of locking and reading them now, the
-    /// commit, which follows the statement at once, writes them as `Mutation::Insert`, and
-    /// its prewrite fails with `Error::AlreadyExists` if one has a value (or waits for the
-    /// lock another transaction holds on it, as a lock command would). An INSERT's new keys
-    /// in a transaction of one statement (`may_presume_absent`).
-    pub fn presume_absent(&mut self, keys: &[Vec<u8>]) {
+    /// Presumes that `keys` have no value, if the transaction is one pessimistic statement
+    /// (`set_single_statement`; false, and nothing done, otherwise): instead of locking and
+    /// reading them now, the commit, which follows the statement at once, writes them as
+    /// `Mutation::Insert`, and its prewrite fails with `Error::AlreadyExists` if one has a
+    /// value (or waits for the lock another transaction holds on it, as a lock command
+    /// would). An INSERT's new keys.
+    pub fn presume_absent(&mut self, keys: &[Vec<u8>]) -> bool {
+        if !self.single_statement || self.opts.mode != LockMode::Pessimistic {
+            return false;
+        }
         self.presumed.extend(keys.iter().cloned());
+        true
     }
 
     /// This transaction's own write of `key`, if it wrote it (`Some(None)`: deleted).
