@@ -102,13 +102,15 @@ impl LockTable {
         if changes.is_empty() {
             return;
         }
-        // In slices, so readers are not held off for the whole of a large command.
-        for chunk in changes.chunks(1024) {
+        // In slices, so readers are not held off for the whole of a large command. The
+        // changes are moved in: a lock's staged value is not copied again.
+        let mut changes = changes.into_iter().peekable();
+        while changes.peek().is_some() {
             let mut map = self.map.write();
-            for (k, v) in chunk {
+            for (k, v) in changes.by_ref().take(1024) {
                 match v {
-                    Some(h) => map.insert(k.clone(), h.clone()),
-                    None => map.remove(k),
+                    Some(h) => map.insert(k, h),
+                    None => map.remove(&k),
                 };
             }
         }

@@ -37,9 +37,9 @@ pub struct SessionInfo {
     /// CONNECTION_ID().
     pub connection_id: u32,
     /// CURRENT_USER(): `user@account host pattern`.
-    pub user: String,
+    pub user: Arc<str>,
     /// USER(): `user@client host`.
-    pub client_user: String,
+    pub client_user: Arc<str>,
     /// FOUND_ROWS() / ROW_COUNT() are not tracked; they read as these.
     pub row_count: i64,
     /// System variables visible to the session (session values over global defaults).
@@ -1930,8 +1930,8 @@ impl<'a> Binder<'a> {
             }
             "connection_id" => Value::UInt(s.connection_id as u64),
             "version" => Value::str(crate::VERSION),
-            "current_user" => Value::str(s.user.clone()),
-            "user" | "session_user" | "system_user" => Value::str(s.client_user.clone()),
+            "current_user" => Value::str(&*s.user),
+            "user" | "session_user" | "system_user" => Value::str(&*s.client_user),
             "unix_timestamp" => {
                 if let Some(a) = args.first() {
                     let e = self.expr(a, scope)?;

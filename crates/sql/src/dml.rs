@@ -1076,6 +1076,12 @@ fn rows_equal(a: &Row, b: &Row) -> bool {
             (Value::Null, Value::Null) => true,
             (Value::Null, _) | (_, Value::Null) => false,
             (Value::Bytes(p), Value::Bytes(q)) => p == q,
+            // Same type: equal exactly when the values are (no text to build).
+            (Value::Int(p), Value::Int(q)) | (Value::Time(p), Value::Time(q)) => p == q,
+            (Value::UInt(p), Value::UInt(q)) => p == q,
+            (Value::Date(p), Value::Date(q)) | (Value::DateTime(p), Value::DateTime(q)) => p == q,
+            // The same digits and scale show the same; 1.0 against 1.00 goes the long way.
+            (Value::Decimal(p), Value::Decimal(q)) if p.serialize() == q.serialize() => true,
             _ => x.sql_cmp(y) == Some(std::cmp::Ordering::Equal) && x.to_display() == y.to_display(),
         })
 }
@@ -1146,4 +1152,34 @@ async fn select_rows(
         rows.truncate(n);
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dec(s: &str) -> Value {
+        Value::Decimal(s.parse().expect("decimal"))
+    }
+
+    #[test]
+    fn rows_are_equal_when_every_value_shows_the_same() {
+        let row = vec![Value::Int(7), Value::UInt(8), dec("1.50"), Value::str("x"), Value::Null, Value::Time(5)];
+        assert!(rows_equal(&row, &row.clone()));
+        let changed = |i: usize, v: Value| {
+            let mut r = row.clone();
+            r[i] = v;
+            r
+        };
+        assert!(!rows_equal(&row, &changed(0, Value::Int(6))));
+        assert!(!rows_equal(&row, &changed(1, Value::UInt(9))));
+        assert!(!rows_equal(&row, &changed(2, dec("1.51"))));
+        // Equal numbers written differently change what the row shows.
+        assert!(!rows_equal(&row, &changed(2, dec("1.5"))));
+        assert!(!rows_equal(&row, &changed(3, Value::str("X"))));
+        assert!(!rows_equal(&row, &changed(4, Value::Int(0))));
+        assert!(!rows_equal(&row, &changed(5, Value::Time(6))));
+        // Another type holding the same value: compared as values and as text.
+        assert!(rows_equal(&row, &changed(0, Value::UInt(7))));
+    }
 }

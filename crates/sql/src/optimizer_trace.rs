@@ -134,16 +134,24 @@ impl Flags {
         }
         for part in text.split(',') {
             let (name, value) = part.split_once('=').ok_or_else(bad)?;
-            let value = match value.trim().to_ascii_lowercase().as_str() {
-                "on" => Some(true),
-                "off" => Some(false),
-                "default" => None,
-                _ => return Err(bad()),
+            // Read on every statement: compared in place, without lowercased copies.
+            let value = value.trim();
+            let value = if value.eq_ignore_ascii_case("on") {
+                Some(true)
+            } else if value.eq_ignore_ascii_case("off") {
+                Some(false)
+            } else if value.eq_ignore_ascii_case("default") {
+                None
+            } else {
+                return Err(bad());
             };
-            match name.trim().to_ascii_lowercase().as_str() {
-                "enabled" => current.enabled = value.unwrap_or(false),
-                "one_line" => current.one_line = value.unwrap_or(false),
-                _ => return Err(bad()),
+            let name = name.trim();
+            if name.eq_ignore_ascii_case("enabled") {
+                current.enabled = value.unwrap_or(false);
+            } else if name.eq_ignore_ascii_case("one_line") {
+                current.one_line = value.unwrap_or(false);
+            } else {
+                return Err(bad());
             }
         }
         Ok(current)

@@ -292,6 +292,9 @@ impl Engine {
             last_trace: Arc::default(),
             plan_cache: Arc::default(),
             plan_slot: None,
+            who: std::sync::OnceLock::new(),
+            text_digests: HashMap::new(),
+            plan_vars: None,
             value_rows: None,
             literal_text: None,
             compile_nanos: Arc::default(),
@@ -403,6 +406,18 @@ impl Engine {
 /// PROCESSLIST and USER_PRIVILEGES of information_schema, as one session's account may
 /// see them: every connection and account with PROCESS / with SELECT on `mysql`, else its
 /// own.
+/// The longest text statement whose digest a session keeps, and how many it keeps (all
+/// are dropped when that many are kept: a client sending ever new texts gains nothing).
+const TEXT_DIGEST_MAX_BYTES: usize = 256;
+const TEXT_DIGESTS_MAX: usize = 64;
+
+/// `SessionInfo`'s user fields and live tables of one login (`Session::who`).
+struct Who {
+    user: Arc<str>,
+    client_user: Arc<str>,
+    live: Arc<Live>,
+}
+
 struct Live {
     engine: Arc<Engine>,
     user: String,
@@ -576,6 +591,15 @@ pub struct Session {
     plan_cache: Arc<Mutex<crate::plan_cache::PlanCache>>,
     /// The running statement's place in the plan cache (an execution of a prepared query).
     plan_slot: Option<crate::binder::PlanCacheSlot>,
+    /// Digests of short text statements seen (`Session::text_digest`).
+    text_digests: HashMap<Box<str>, Arc<crate::stmt_summary::Digest>>,
+    /// Who the session runs as, in the forms every statement's `SessionInfo` carries:
+    /// made once per login and client address instead of per statement.
+    who: std::sync::OnceLock<Who>,
+    /// The variables part of the last plan-cache key, and the values it was made of
+    /// (div_precision_increment, cte_max_recursion_depth, sql_mode): made again only when
+    /// one changes.
+    plan_vars: Option<(i64, i64, Vec<u8>, Arc<str>)>,
     /// While a literal-rows INSERT runs: the width of its rows (`crate::bulk_insert`).
     value_rows: Option<usize>,
     /// After a literal-rows INSERT ran: its text with one row of placeholders, which the
@@ -780,6 +804,7 @@ impl Session {
             Ok(addr) => addr.ip().to_string(),
             Err(_) => host.clone(),
         };
+        self.who = std::sync::OnceLock::new();
         self.process.set_host(host);
     }
 
@@ -798,6 +823,7 @@ impl Session {
     pub fn login(&mut self, account: &crate::users::Account) {
         self.user = account.user.clone();
         self.account_host = account.host.clone();
+        self.who = std::sync::OnceLock::new();
         self.process.set_user(&account.user);
     }
 
@@ -1041,24 +1067,29 @@ impl Session {
     }
 
     fn info(&self) -> SessionInfo {
+        let who = self.who.get_or_init(|| Who {
+            user: format!("{}@{}", self.user, self.account_host).into(),
+            client_user: format!("{}@{}", self.user, self.client_host).into(),
+            live: Arc::new(Live {
+                engine: self.engine.clone(),
+                user: self.user.clone(),
+                account_host: self.account_host.clone(),
+                last_trace: self.last_trace.clone(),
+            }),
+        });
         SessionInfo {
             db: self.db.clone(),
             now: now(),
             last_insert_id: self.last_insert_id,
             connection_id: self.conn_id,
-            user: format!("{}@{}", self.user, self.account_host),
-            client_user: format!("{}@{}", self.user, self.client_host),
+            user: who.user.clone(),
+            client_user: who.client_user.clone(),
             row_count: 0,
             vars: self.vars.clone(),
             user_vars: Arc::new(self.user_vars.clone()),
             globals: self.engine.globals(),
             schema: self.schema.clone(),
-            live: Some(Arc::new(Live {
-                engine: self.engine.clone(),
-                user: self.user.clone(),
-                account_host: self.account_host.clone(),
-                last_trace: self.last_trace.clone(),
-            })),
+            live: Some(who.live.clone()),
             optimizer_trace: self.trace.clone(),
             // Keyed by the version of the schema the statement binds against: an autocommit
             // statement's slot is made before its transaction pins one, maybe a newer one
@@ -1438,6 +1469,19 @@ impl Session {
         };
     }
 
+    /// The digest of short text statement `sql`, from the session's cache if it was seen.
+    fn text_digest(&mut self, sql: &str) -> Arc<crate::stmt_summary::Digest> {
+        if let Some(d) = self.text_digests.get(sql) {
+            return d.clone();
+        }
+        if self.text_digests.len() >= TEXT_DIGESTS_MAX {
+            self.text_digests.clear();
+        }
+        let d = Arc::new(crate::stmt_summary::digest(sql));
+        self.text_digests.insert(sql.into(), d.clone());
+        d
+    }
+
     /// Adds the statement that just ran (`sql`, with `digest` if known, its results `r`)
     /// to the statement summary and, when it took longer than `long_query_time`, counts it
     /// in Slow_queries and writes it to the slow log if `slow_query_log` is on.
@@ -1451,10 +1495,19 @@ impl Session {
             None => 10.0,
         };
         let slow = latency.as_secs_f64() > long_query_time;
-        let summary = &self.engine.stmt_summary;
-        if !slow && !summary.enabled() {
+        if !slow && !self.engine.stmt_summary.enabled() {
             return;
         }
+        // A short text statement (BEGIN, COMMIT, SET ...) comes again and again: its digest
+        // (tokenizing and hashing the text) is kept for the session.
+        let known = match digest {
+            None if self.engine.stmt_summary.enabled() && sql.len() <= TEXT_DIGEST_MAX_BYTES => {
+                Some(self.text_digest(sql))
+            }
+            _ => None,
+        };
+        let digest = digest.or(known.as_deref());
+        let summary = &self.engine.stmt_summary;
         let (mut result_rows, mut affected_rows, mut warnings) = (0, 0, self.warnings.len() as u64);
         for r in r.iter().flatten() {
             match r {
@@ -2323,7 +2376,11 @@ impl Session {
         use crate::optimizer_trace::{Flags, OptimizerTrace};
         let started = std::time::Instant::now();
         self.compile_nanos.store(0, Ordering::Relaxed);
-        let flags = Flags::parse(&self.vars.get("optimizer_trace").map(value_text).unwrap_or_default());
+        let flags = match self.vars.get("optimizer_trace") {
+            Some(Value::Bytes(b)) => Flags::parse(std::str::from_utf8(b).unwrap_or_default()),
+            Some(v) => Flags::parse(&value_text(v)),
+            None => Flags::default(),
+        };
         let r = if !flags.enabled {
             self.run_statement(stmt, params, sink).await
         } else {
@@ -2364,7 +2421,7 @@ impl Session {
 
     /// The plan cache slot for executing prepared statement text `sql` with `params`, when
     /// the cache is on.
-    fn plan_cache_slot(&self, sql: &Arc<str>, params: &[Value]) -> Option<crate::binder::PlanCacheSlot> {
+    fn plan_cache_slot(&mut self, sql: &Arc<str>, params: &[Value]) -> Option<crate::binder::PlanCacheSlot> {
         let var = |name: &str| self.vars.get(name).and_then(|v| v.as_i64()).unwrap_or(0);
         if var("tidb_enable_prepared_plan_cache") == 0 {
             return None;
@@ -2372,12 +2429,21 @@ impl Session {
         // Binding reads these: result types depend on div_precision_increment, a recursive
         // CTE's bound on cte_max_recursion_depth (sql_mode is kept for what binding may come
         // to check under it).
-        let vars = format!(
-            "dpi={};cte={};mode={}",
-            var("div_precision_increment"),
-            var("cte_max_recursion_depth"),
-            self.vars.get("sql_mode").map(value_text).unwrap_or_default()
-        );
+        let (dpi, cte) = (var("div_precision_increment"), var("cte_max_recursion_depth"));
+        let mode = match self.vars.get("sql_mode") {
+            Some(Value::Bytes(b)) => std::borrow::Cow::Borrowed(b.as_slice()),
+            Some(v) => std::borrow::Cow::Owned(value_text(v).into_bytes()),
+            None => std::borrow::Cow::Borrowed(&[][..]),
+        };
+        let vars = match &self.plan_vars {
+            Some((d, c, m, text)) if *d == dpi && *c == cte && m.as_slice() == &*mode => text.clone(),
+            _ => {
+                let text: Arc<str> =
+                    format!("dpi={dpi};cte={cte};mode={}", String::from_utf8_lossy(&mode)).into();
+                self.plan_vars = Some((dpi, cte, mode.into_owned(), text.clone()));
+                text
+            }
+        };
         Some(crate::binder::PlanCacheSlot {
             cache: self.plan_cache.clone(),
             key: crate::plan_cache::PlanKey::new(sql.clone(), self.db.clone(), params, vars),
