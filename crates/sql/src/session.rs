@@ -2964,9 +2964,12 @@ impl Session {
     async fn assign(&mut self, scope: Option<&ast::ContextModifier>, name: &str, value: &ast::Expr) -> Result<()> {
         let raw = name.trim();
         let lname = raw.to_ascii_lowercase();
-        // Evaluate the value: identifiers like ON/OFF/utf8mb4 are words, not columns.
+        // Evaluate the value: identifiers like ON/OFF/utf8mb4 are words, not columns; `@v`
+        // and `@@v` (the parser's identifiers too) are variables, read by the binder.
         let v = match value {
-            ast::Expr::Identifier(id) if id.quote_style.is_none() => Value::str(id.value.clone()),
+            ast::Expr::Identifier(id) if id.quote_style.is_none() && !id.value.starts_with('@') => {
+                Value::str(id.value.clone())
+            }
             other => {
                 let info = self.info();
                 let mut binder = Binder::new(&self.engine.catalog, &info);
