@@ -2438,8 +2438,7 @@ impl Session {
         let vars = match &self.plan_vars {
             Some((d, c, m, text)) if *d == dpi && *c == cte && m.as_slice() == &*mode => text.clone(),
             _ => {
-                let text: Arc<str> =
-                    format!("dpi={dpi};cte={cte};mode={}", String::from_utf8_lossy(&mode)).into();
+                let text: Arc<str> = format!("dpi={dpi};cte={cte};mode={}", String::from_utf8_lossy(&mode)).into();
                 self.plan_vars = Some((dpi, cte, mode.into_owned(), text.clone()));
                 text
             }

@@ -62,6 +62,11 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("query_cache_size", i(0)),
         ("query_cache_type", s("OFF")),
         ("sql_auto_is_null", i(0)),
+        // Dumps save and restore these (`SET @OLD_UNIQUE_CHECKS=@@UNIQUE_CHECKS, ...`):
+        // accepted and shown; Strata checks unique keys and logs nothing either way.
+        ("sql_log_bin", i(1)),
+        ("sql_notes", i(1)),
+        ("unique_checks", i(1)),
         ("sql_mode", s("ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION")),
         ("sql_select_limit", Value::UInt(u64::MAX)),
         ("system_time_zone", s("UTC")),
