@@ -131,23 +131,61 @@ pub fn decode_row(input: &[u8]) -> Result<Vec<(u32, Value)>> {
 
 /// Decodes the columns of a row whose ids `wanted` accepts, skipping the others' values
 /// without building them.
-pub fn decode_row_with(mut input: &[u8], wanted: impl Fn(u32) -> bool) -> Result<Vec<(u32, Value)>> {
-    let input = &mut input;
-    let version = take(input, 1)?[0];
-    if version != VERSION {
-        return Err(corrupt(&format!("unknown row version {version}")));
-    }
-    let n = get_varint(input)? as usize;
-    let mut out = Vec::with_capacity(n.min(4096));
-    for _ in 0..n {
-        let id = get_varint(input)? as u32;
+pub fn decode_row_with(input: &[u8], wanted: impl Fn(u32) -> bool) -> Result<Vec<(u32, Value)>> {
+    let mut reader = RowReader::new(input)?;
+    let mut out = Vec::with_capacity(reader.remaining().min(4096));
+    while let Some(id) = reader.next_id()? {
         if wanted(id) {
-            out.push((id, decode_tagged(input)?));
+            out.push((id, reader.value()?));
         } else {
-            skip_tagged(input)?;
+            reader.skip()?;
         }
     }
     Ok(out)
+}
+
+/// Reads a stored row one column at a time, with no allocation of its own: each
+/// column's id, then its value decoded (`value`) or stepped over (`skip`), so a caller
+/// can put values straight where they go and build only those it wants.
+pub struct RowReader<'a> {
+    input: &'a [u8],
+    left: usize,
+}
+
+impl<'a> RowReader<'a> {
+    /// A reader of the stored row `input`.
+    pub fn new(mut input: &'a [u8]) -> Result<RowReader<'a>> {
+        let version = take(&mut input, 1)?[0];
+        if version != VERSION {
+            return Err(corrupt(&format!("unknown row version {version}")));
+        }
+        let left = get_varint(&mut input)? as usize;
+        Ok(RowReader { input, left })
+    }
+
+    /// Columns not read yet (as the row says: a corrupt count fails when it runs out).
+    pub fn remaining(&self) -> usize {
+        self.left
+    }
+
+    /// The next column's id, or None after the last; `value` or `skip` must follow.
+    pub fn next_id(&mut self) -> Result<Option<u32>> {
+        if self.left == 0 {
+            return Ok(None);
+        }
+        self.left -= 1;
+        Ok(Some(get_varint(&mut self.input)? as u32))
+    }
+
+    /// The value of the column whose id was just read.
+    pub fn value(&mut self) -> Result<Value> {
+        decode_tagged(&mut self.input)
+    }
+
+    /// Steps over the value of the column whose id was just read.
+    pub fn skip(&mut self) -> Result<()> {
+        skip_tagged(&mut self.input)
+    }
 }
 
 /// Steps over one tagged value.

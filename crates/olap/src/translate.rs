@@ -152,6 +152,10 @@ fn numeric(c: Class) -> bool {
 }
 
 /// The exact decimal form (precision, scale) of an integer or decimal type.
+/// Why a quotient stays on the row engine: MySQL truncates a decimal quotient whose scale
+/// is a multiple of 9 (`expr::div_round`), where a cast here would round.
+const TRUNCATED_QUOTIENT: &str = "a decimal quotient MySQL truncates (scale a multiple of 9)";
+
 fn decimal_form(t: &SqlType) -> Option<(u8, u8)> {
     match &t.ty {
         Some(ColumnType::Int { bytes, unsigned }) => Some((int_digits(*bytes, *unsigned), 0)),
@@ -238,6 +242,7 @@ fn without_limits(p: &Plan) -> Plan {
             filter: filter.clone(),
             lock: *lock,
             limit: None,
+            columns: None,
         },
         other => other.clone(),
     }
@@ -312,7 +317,7 @@ impl<'q> Translator<'q> {
         match p {
             Plan::Dual => Ok(Node { plan: LogicalPlanBuilder::empty(true).build().map_err(df)?, types: vec![] }),
             Plan::Values(rows) => self.values(rows),
-            Plan::Scan { table, access, filter, lock, limit } => {
+            Plan::Scan { table, access, filter, lock, limit, .. } => {
                 if *lock {
                     return Err(Skip::new("locking read"));
                 }
@@ -361,6 +366,7 @@ impl<'q> Translator<'q> {
                         filter: filter.clone(),
                         lock: false,
                         limit: None,
+                        columns: None,
                     },
                     other => other.clone(),
                 };
@@ -484,7 +490,8 @@ impl<'q> Translator<'q> {
                 return Ok(node);
             }
         }
-        let scan = Plan::Scan { table: table.clone(), access: Access::Full, filter, lock: false, limit: None };
+        let scan =
+            Plan::Scan { table: table.clone(), access: Access::Full, filter, lock: false, limit: None, columns: None };
         let node = self.scan(scan, table, false)?;
         self.filtered(node, preds)
     }
@@ -494,7 +501,14 @@ impl<'q> Translator<'q> {
     /// and the same predicates apply.)
     fn replica_scan(&mut self, table: &Arc<TableInfo>, filter: Option<Expr>, mut preds: Vec<Expr>) -> R<Node> {
         preds.extend(filter);
-        let scan = Plan::Scan { table: table.clone(), access: Access::Full, filter: None, lock: false, limit: None };
+        let scan = Plan::Scan {
+            table: table.clone(),
+            access: Access::Full,
+            filter: None,
+            lock: false,
+            limit: None,
+            columns: None,
+        };
         let node = self.scan(scan, table, true)?;
         self.filtered(node, preds)
     }
@@ -755,6 +769,9 @@ impl<'q> Translator<'q> {
                     Box::new(move |c| cast_to(c(&name)))
                 }
                 Class::Int | Class::Decimal => {
+                    if matches!(t.ty, Some(ColumnType::Decimal { scale, .. }) if scale.is_multiple_of(9)) {
+                        return Err(Skip::new(TRUNCATED_QUOTIENT));
+                    }
                     let (_, s) = decimal_form(&arg_t).unwrap_or((MAX_DECIMAL128, 0));
                     let a = if class(&arg_t) == Class::Int { cast(a, dec(MAX_DECIMAL128, 0)) } else { a };
                     let count_name = self.fresh();
@@ -1287,6 +1304,9 @@ impl<'q> Translator<'q> {
             Some(ColumnType::Decimal { precision, scale }) => {
                 if op == BinOp::IntDiv {
                     return Err(Skip::new("DIV of decimals"));
+                }
+                if op == BinOp::Div && scale.is_multiple_of(9) {
+                    return Err(Skip::new(TRUNCATED_QUOTIENT));
                 }
                 let (pa, sa) = decimal_form(&lt).ok_or_else(|| Skip::new("decimal operand"))?;
                 let (pb, sb) = decimal_form(&rt).ok_or_else(|| Skip::new("decimal operand"))?;

@@ -520,7 +520,9 @@ impl<'a> Binder<'a> {
                 }
             }
         }
-        Ok(Query { plan: self.physical(plan)?, columns, subqueries: self.take_subqueries()? })
+        let mut plan = self.physical(plan)?;
+        crate::prune::prune_scans(&mut plan);
+        Ok(Query { plan, columns, subqueries: self.take_subqueries()? })
     }
 
     /// Plans a query, returning the plan and its output scope.

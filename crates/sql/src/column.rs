@@ -128,7 +128,7 @@ impl<'c, 'a> ScanSource<'c, 'a> {
     /// Reads the rows of a `Plan::Scan` (its access path, filter and limit; never locking),
     /// handing them to `sink` batch by batch.
     pub async fn scan(&mut self, scan: &Plan, sink: &mut RowSink<'_>) -> Result<()> {
-        let Plan::Scan { table, access, filter, lock: false, limit } = scan else {
+        let Plan::Scan { table, access, filter, lock: false, limit, .. } = scan else {
             return Err(Error::internal("the column engine scans only unlocked table scans"));
         };
         let limit = crate::exec::count_of(self.ctx, limit.as_ref())?;

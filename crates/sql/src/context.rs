@@ -1,4 +1,5 @@
-//! What a running statement carries besides its transaction: the session's size limits, the
+//! What a running statement carries besides its transaction: the session's size limits and
+//! the variables evaluation follows (`div_precision_increment`), the
 //! warnings it raises and its memory tracker. Scalar functions and operators deep in the
 //! executor find it through a task-local set around the statement, so they need no extra
 //! argument.
@@ -32,11 +33,13 @@ pub struct Limits {
     pub max_allowed_packet: usize,
     /// `group_concat_max_len`: GROUP_CONCAT results are cut to this many bytes.
     pub group_concat_max_len: usize,
+    /// `div_precision_increment`: digits `/` and AVG add to the scale of a decimal result.
+    pub div_precision_increment: u8,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { max_allowed_packet: 64 << 20, group_concat_max_len: 1024 }
+        Limits { max_allowed_packet: 64 << 20, group_concat_max_len: 1024, div_precision_increment: 4 }
     }
 }
 

@@ -378,7 +378,7 @@ pub fn constant(e: &Expr) -> Option<Value> {
 }
 
 /// Columns in the rows `plan` produces (None for a recursive CTE's work table).
-fn width(plan: &Plan) -> Option<usize> {
+pub(crate) fn width(plan: &Plan) -> Option<usize> {
     Some(match plan {
         Plan::Dual => 0,
         Plan::Values(rows) => rows.first().map_or(0, Vec::len),

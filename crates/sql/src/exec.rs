@@ -58,6 +58,18 @@ pub struct ExecCtx<'a> {
     pub replica_scans: Option<(Arc<dyn crate::column::ColumnEngine>, HashSet<usize>)>,
     /// EXPLAIN ANALYZE: what each operator (by the address of its plan node) did.
     pub profile: Option<HashMap<usize, OpProfile>>,
+    /// Rows an index lookup join read ahead for its next lookups (`scan::prefetch_points`).
+    prefetched: Option<Prefetched>,
+}
+
+/// Stored rows read in one batch for the point lookups an index lookup join is about to
+/// make, by row key (None: no such row). Valid while the join works through the left rows
+/// they were read for: nothing writes in between.
+struct Prefetched {
+    /// The looked-up table.
+    table: i64,
+    rows: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    _charge: Charge,
 }
 
 /// What one operator did in a statement (EXPLAIN ANALYZE).
@@ -96,7 +108,14 @@ impl<'a> ExecCtx<'a> {
             work_tables: HashMap::new(),
             replica_scans: None,
             profile: None,
+            prefetched: None,
         }
+    }
+
+    /// The stored values at `keys` of table `table` if all were read ahead.
+    fn prefetched_values(&self, table: i64, keys: &[Vec<u8>]) -> Option<Vec<Option<Vec<u8>>>> {
+        let p = self.prefetched.as_ref().filter(|p| p.table == table)?;
+        keys.iter().map(|k| p.rows.get(k).cloned()).collect()
     }
 
     fn eval_ctx<'b>(&'b self, sub: &'b SubqueryValues) -> EvalCtx<'b> {
@@ -389,6 +408,13 @@ impl std::ops::DerefMut for Rows {
 pub struct RowsIter {
     inner: std::vec::IntoIter<Row>,
     _charge: Charge,
+}
+
+impl RowsIter {
+    /// The rows not taken yet.
+    pub fn remaining(&self) -> &[Row] {
+        self.inner.as_slice()
+    }
 }
 
 impl Iterator for RowsIter {
@@ -1045,13 +1071,7 @@ fn acc_value(acc: Acc, row_number: usize) -> Value {
         Acc::Sum(s) => s.unwrap_or(Value::Null),
         Acc::Avg(None, _) => Value::Null,
         Acc::Avg(Some(s), n) => match s {
-            Value::Decimal(d) => {
-                let q = d / Decimal::from(n);
-                let mut q =
-                    q.round_dp_with_strategy(d.scale() + 4, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
-                q.rescale(d.scale() + 4);
-                Value::Decimal(q)
-            }
+            Value::Decimal(d) => Value::Decimal(crate::expr::div_round(d / Decimal::from(n), d.scale())),
             other => Value::Double(other.as_f64().unwrap_or(0.0) / n as f64),
         },
         Acc::Min(m) | Acc::Max(m) | Acc::First(m) => m.unwrap_or(Value::Null),

@@ -784,6 +784,21 @@ fn overflow(op: &str, a: &Value, b: &Value) -> Error {
     )
 }
 
+/// A decimal quotient `q` of a dividend with `scale` digits after the point, as MySQL gives
+/// it: `div_precision_increment` more digits (as far as the decimal type holds: 28, where
+/// MySQL's holds 30). MySQL divides to the next multiple of 9 digits, truncating, and
+/// rounds that half away from zero to the result's scale; so a result scale that is itself
+/// a multiple of 9 (0 included: `7 / 2` is 3 when the increment is 0) is truncated.
+pub fn div_round(q: Decimal, scale: u32) -> Decimal {
+    let digits = scale + u32::from(crate::typing::div_precision_increment());
+    let strategy =
+        if digits.is_multiple_of(9) { RoundingStrategy::ToZero } else { RoundingStrategy::MidpointAwayFromZero };
+    let digits = digits.min(28);
+    let mut q = q.round_dp_with_strategy(digits, strategy);
+    q.rescale(digits);
+    q
+}
+
 fn arith(op: BinOp, a: Value, b: Value) -> Result<Value> {
     if a.is_null() || b.is_null() {
         return Ok(Value::Null);
@@ -843,11 +858,7 @@ fn arith(op: BinOp, a: Value, b: Value) -> Result<Value> {
                     if y.is_zero() {
                         return Ok(Value::Null);
                     }
-                    x.checked_div(y).map(|q| {
-                        let mut q = q.round_dp_with_strategy(x.scale() + 4, RoundingStrategy::MidpointAwayFromZero);
-                        q.rescale(x.scale() + 4);
-                        q
-                    })
+                    x.checked_div(y).map(|q| div_round(q, x.scale()))
                 }
                 BinOp::IntDiv => {
                     if y.is_zero() {

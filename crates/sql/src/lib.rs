@@ -29,6 +29,7 @@ pub mod physical;
 pub mod plan;
 pub mod plan_cache;
 pub mod process;
+pub mod prune;
 pub mod replica;
 pub mod result;
 pub mod rules;

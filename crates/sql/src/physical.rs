@@ -71,7 +71,7 @@ pub fn subquery(sq: LogicalSubquery) -> Result<SubqueryPlan> {
 /// offset, value constant per execution).
 fn scan(table: Arc<TableInfo>, local: Vec<Expr>, eq_keys: &[(usize, Expr)], lock: bool) -> Plan {
     let access = choose_access(&table, &local, eq_keys);
-    Plan::Scan { table, access, filter: and_all(local), lock, limit: None }
+    Plan::Scan { table, access, filter: and_all(local), lock, limit: None, columns: None }
 }
 
 /// Plans one join input with its local predicates: a table's scan, or anything else with a

@@ -65,6 +65,9 @@ pub enum Plan {
         /// At most this many rows (LIMIT + OFFSET pushed down when the query's order is
         /// the access path's key order).
         limit: Option<Expr>,
+        /// The columns the plan reads from its rows (None: all); the others are left NULL,
+        /// never decoded (`prune::prune_scans`).
+        columns: Option<Vec<bool>>,
     },
     /// Keeps rows satisfying the predicate.
     Filter {
@@ -260,7 +263,7 @@ impl Plan {
         let line: String = match self {
             Plan::Dual => "Dual".into(),
             Plan::Values(rows) => format!("Values rows:{}", rows.len()),
-            Plan::Scan { table, access, filter, lock, limit } => {
+            Plan::Scan { table, access, filter, lock, limit, .. } => {
                 let a = match access {
                     Access::Full => "TableFullScan".to_string(),
                     Access::Points(p) => format!("PointGet keys:{}", p.len()),

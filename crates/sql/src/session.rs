@@ -1114,6 +1114,8 @@ impl Session {
         context::Limits {
             max_allowed_packet: var("max_allowed_packet", d.max_allowed_packet),
             group_concat_max_len: var("group_concat_max_len", d.group_concat_max_len),
+            // SET keeps it within 0..=30.
+            div_precision_increment: var("div_precision_increment", 4).min(30) as u8,
         }
     }
 
@@ -3141,7 +3143,8 @@ impl Session {
             "tidb_stmt_summary_refresh_interval"
             | "tidb_stmt_summary_history_size"
             | "tidb_stmt_summary_max_stmt_count"
-            | "tidb_stmt_summary_max_sql_length" => {
+            | "tidb_stmt_summary_max_sql_length"
+            | "div_precision_increment" => {
                 let n = v.as_i64().filter(|_| !matches!(v, Value::Bytes(_) | Value::Null)).ok_or_else(|| {
                     Error::user(Code::WrongTypeForVar, format!("Incorrect argument type to variable '{var}'"))
                 })?;
@@ -3149,6 +3152,7 @@ impl Session {
                     "tidb_stmt_summary_refresh_interval" => (1, i64::from(i32::MAX)),
                     "tidb_stmt_summary_history_size" => (0, 255),
                     "tidb_stmt_summary_max_stmt_count" => (1, 32_767),
+                    "div_precision_increment" => (0, 30),
                     _ => (0, i64::from(i32::MAX)),
                 };
                 let clamped = n.clamp(lo, hi);

@@ -69,50 +69,67 @@ pub fn encode_row(table: &TableInfo, row: &Row, row_id: Option<i64>) -> Vec<u8> 
 /// Decodes a row value into table order; columns missing from the stored row (added later)
 /// take their default. Returns the hidden row id too, if any.
 pub fn decode_row(table: &TableInfo, bytes: &[u8]) -> Result<(Row, Option<i64>)> {
-    place_columns(table, row::decode_row(bytes)?, |_| true)
+    decode_masked(table, bytes, None)
 }
 
 /// `decode_row` of the columns at `positions` only (the others are NULL); no row id.
 pub fn decode_columns(table: &TableInfo, bytes: &[u8], positions: &[usize]) -> Result<Row> {
-    let wanted = |id: u32| positions.iter().any(|&p| table.columns[p].id == id);
-    let (row, _) = place_columns(table, row::decode_row_with(bytes, wanted)?, |p| positions.contains(&p))?;
-    Ok(row)
+    let mut mask = vec![false; table.columns.len()];
+    for &p in positions {
+        if let Some(m) = mask.get_mut(p) {
+            *m = true;
+        }
+    }
+    Ok(decode_masked(table, bytes, Some(&mask))?.0)
 }
 
-/// Stored `(column id, value)` pairs in table order, a column missing from them taking its
-/// default if `defaulted` says so (NULL otherwise); and the hidden row id, if any.
-fn place_columns(
-    table: &TableInfo,
-    stored: Vec<(u32, Value)>,
-    defaulted: impl Fn(usize) -> bool,
-) -> Result<(Row, Option<i64>)> {
-    let mut slots: Vec<Option<Value>> = vec![None; table.columns.len()];
+/// `decode_row` building only the columns `wanted` marks (all when None); the others are
+/// NULL, their stored values stepped over. Values go straight to their place in the row.
+pub fn decode_masked(table: &TableInfo, bytes: &[u8], wanted: Option<&[bool]>) -> Result<(Row, Option<i64>)> {
+    let n = table.columns.len();
+    let mut out: Row = vec![Value::Null; n];
     let mut row_id = None;
-    for (id, v) in stored {
+    let mut placed = 0;
+    let want = |p: usize| wanted.is_none_or(|w| w.get(p).copied().unwrap_or(true));
+    let mut reader = row::RowReader::new(bytes)?;
+    while let Some(id) = reader.next_id()? {
         // Column ids mostly follow the columns' order: look there first.
         let at = (id as usize).checked_sub(1).filter(|&p| table.columns.get(p).is_some_and(|c| c.id == id));
         match at.or_else(|| table.columns.iter().position(|c| c.id == id)) {
-            Some(p) => slots[p] = Some(v),
+            Some(p) => {
+                placed += 1;
+                if want(p) {
+                    out[p] = reader.value()?;
+                } else {
+                    reader.skip()?;
+                }
+            }
             None if id == 0 && table.pk.is_none() => {
-                if let Value::Int(i) = v {
+                if let Value::Int(i) = reader.value()? {
                     row_id = Some(i);
                 }
             }
-            None => {}
+            None => reader.skip()?,
         }
     }
-    let mut out: Row = Vec::with_capacity(table.columns.len());
-    for (p, (c, v)) in table.columns.iter().zip(slots).enumerate() {
-        out.push(match v {
-            Some(v) => v,
-            None if !defaulted(p) => Value::Null,
-            None => match &c.default {
-                Some(crate::catalog::DefaultValue::Text(t)) => {
-                    c.ty.coerce(Value::str(t.clone()), &c.name).unwrap_or(Value::Null)
-                }
-                _ => Value::Null,
-            },
-        });
+    if placed < n {
+        // Columns added after the row was written: their defaults.
+        let mut stored = vec![false; n];
+        let mut again = row::RowReader::new(bytes)?;
+        while let Some(id) = again.next_id()? {
+            if let Some(p) = table.columns.iter().position(|c| c.id == id) {
+                stored[p] = true;
+            }
+            again.skip()?;
+        }
+        for (p, c) in table.columns.iter().enumerate() {
+            if stored[p] || !want(p) {
+                continue;
+            }
+            if let Some(crate::catalog::DefaultValue::Text(t)) = &c.default {
+                out[p] = c.ty.coerce(Value::str(t.clone()), &c.name).unwrap_or(Value::Null);
+            }
+        }
     }
     Ok((out, row_id))
 }
@@ -164,4 +181,73 @@ pub fn pk_prefix(table: &TableInfo, values: &[Value]) -> Vec<u8> {
         memcmp::encode_value(&mut key, &key_value(v));
     }
     key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{ColumnInfo, DefaultValue};
+    use crate::types::ColumnType;
+
+    fn column(id: u32, name: &str, default: Option<&str>) -> ColumnInfo {
+        ColumnInfo {
+            id,
+            name: name.into(),
+            ty: ColumnType::Int { bytes: 8, unsigned: false },
+            nullable: true,
+            default: default.map(|d| DefaultValue::Text(d.into())),
+            auto_increment: false,
+            on_update_now: false,
+            unsigned: false,
+            generated: None,
+        }
+    }
+
+    fn table(columns: Vec<ColumnInfo>, pk: Option<Vec<usize>>) -> TableInfo {
+        TableInfo {
+            id: 3,
+            db: "d".into(),
+            name: "t".into(),
+            next_column_id: columns.iter().map(|c| c.id).max().unwrap_or(0) + 1,
+            columns,
+            pk,
+            indexes: Vec::new(),
+            next_index_id: 1,
+            checks: Vec::new(),
+            columnar_replica: None,
+            cached: false,
+        }
+    }
+
+    #[test]
+    fn masked_rows_decode_only_the_wanted_columns() {
+        let t = table(vec![column(1, "a", None), column(2, "b", None), column(3, "c", None)], Some(vec![0]));
+        let row = vec![Value::Int(1), Value::str("bee"), Value::Int(3)];
+        let bytes = encode_row(&t, &row, None);
+        assert_eq!(decode_row(&t, &bytes).expect("row"), (row.clone(), None));
+        let (masked, _) = decode_masked(&t, &bytes, Some(&[true, false, true])).expect("masked");
+        assert_eq!(masked, vec![Value::Int(1), Value::Null, Value::Int(3)]);
+        assert_eq!(
+            decode_columns(&t, &bytes, &[1]).expect("columns"),
+            vec![Value::Null, Value::str("bee"), Value::Null]
+        );
+        assert!(decode_masked(&t, &bytes[..bytes.len() - 1], None).is_err(), "a truncated row fails");
+    }
+
+    #[test]
+    fn columns_added_later_read_as_their_default_and_dropped_ones_are_skipped() {
+        // Written when the table had a (id 1), x (id 2, dropped since) and b (id 3).
+        let old = table(vec![column(1, "a", None), column(2, "x", None), column(3, "b", None)], None);
+        let bytes = encode_row(&old, &vec![Value::Int(1), Value::Int(2), Value::Int(3)], Some(77));
+        // Now: a, b, then c added with DEFAULT 9 and d with none; x dropped; column order changed.
+        let now = table(
+            vec![column(3, "b", None), column(1, "a", None), column(4, "c", Some("9")), column(5, "d", None)],
+            None,
+        );
+        let (row, row_id) = decode_row(&now, &bytes).expect("row");
+        assert_eq!(row, vec![Value::Int(3), Value::Int(1), Value::Int(9), Value::Null]);
+        assert_eq!(row_id, Some(77));
+        let (row, _) = decode_masked(&now, &bytes, Some(&[false, true, false, false])).expect("masked");
+        assert_eq!(row, vec![Value::Null, Value::Int(1), Value::Null, Value::Null], "unwanted defaults stay NULL");
+    }
 }

@@ -9,8 +9,12 @@ use crate::expr::{AggCall, AggFunc, BinOp, CastType, Expr, SubqueryKind, UnaryOp
 use crate::plan::OutputColumn;
 use crate::types::ColumnType;
 
-/// MySQL's `div_precision_increment` default: digits added to the scale by `/`.
-pub const DIV_PRECISION_INCREMENT: u8 = 4;
+/// `div_precision_increment` of the running statement: digits `/` and AVG add to the scale
+/// of a decimal result (MySQL's default 4 outside a statement). Bound plans depend on it,
+/// so the plan cache keys on it.
+pub fn div_precision_increment() -> u8 {
+    crate::context::limits().div_precision_increment
+}
 /// Largest DECIMAL precision.
 pub const MAX_PRECISION: u8 = 65;
 /// Largest DECIMAL scale.
@@ -352,7 +356,10 @@ pub fn binary_type(op: BinOp, l: &SqlType, r: &SqlType) -> SqlType {
                     ty: Some(match l.ty.as_ref().or(r.ty.as_ref()).map(kind) {
                         Some(Kind::Int) if op != BinOp::Div => BIGINT,
                         Some(Kind::Double | Kind::String) => ColumnType::Double,
-                        _ => decimal(DIV_PRECISION_INCREMENT + 1, DIV_PRECISION_INCREMENT),
+                        _ => {
+                            let dpi = div_precision_increment();
+                            decimal(dpi + 1, dpi)
+                        }
                     }),
                     nullable: true,
                 },
@@ -411,7 +418,7 @@ pub fn binary_type(op: BinOp, l: &SqlType, r: &SqlType) -> SqlType {
             Kind::Double => ColumnType::Double,
             _ => {
                 let ((p1, s1), (_, s2)) = (decimal_shape(lt), decimal_shape(rt));
-                let scale = (s1 + DIV_PRECISION_INCREMENT).min(MAX_SCALE);
+                let scale = (s1 + div_precision_increment()).min(MAX_SCALE);
                 decimal(p1 - s1 + s2 + scale, scale)
             }
         },
@@ -439,7 +446,8 @@ fn agg_type(call: &AggCall, env: &dyn TypeEnv) -> SqlType {
         AggFunc::Avg => SqlType::nullable(match arg.ty.as_ref() {
             Some(t) if matches!(kind(t), Kind::Int | Kind::Decimal) => {
                 let (p, s) = decimal_shape(t);
-                decimal(p + DIV_PRECISION_INCREMENT, s + DIV_PRECISION_INCREMENT)
+                let dpi = div_precision_increment();
+                decimal(p + dpi, s + dpi)
             }
             _ => ColumnType::Double,
         }),

@@ -13,7 +13,7 @@
 //! With `lock`, rows are read at their latest committed version under pessimistic locks
 //! (current read), and only as many candidates as rows are still wanted are locked.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use strata_codec::keys::{prefix_end, row_prefix};
@@ -26,8 +26,8 @@ use crate::context::{count_reads, row_size, Charge, Read};
 use crate::expr::{Expr, Row, SubqueryValues};
 use crate::interrupt::checkpoint;
 use crate::keyconv::{key_conv, KeyConv, Side};
-use crate::plan::{Access, KeyRange};
-use crate::table::{decode_row, handle_from_index_entry, index_value_prefix, pk_prefix, row_key};
+use crate::plan::{Access, KeyRange, Plan};
+use crate::table::{decode_masked, handle_from_index_entry, index_value_prefix, pk_prefix, row_key};
 use crate::types::ColumnType;
 
 /// Rows read from the store per request at first; each further request of the same range
@@ -76,6 +76,8 @@ pub struct ScanStream<'p> {
     batch: usize,
     /// Point-get keys held while they wait.
     key_charge: Charge,
+    /// The columns to decode (None: all); see `Plan::Scan::columns`.
+    columns: Option<&'p [bool]>,
 }
 
 impl<'p> ScanStream<'p> {
@@ -100,7 +102,14 @@ impl<'p> ScanStream<'p> {
             segments: None,
             batch: FIRST_BATCH,
             key_charge: Charge::new(),
+            columns: None,
         }
+    }
+
+    /// The same scan decoding only the columns `columns` marks (the others NULL).
+    pub fn with_columns(mut self, columns: Option<&'p [bool]>) -> ScanStream<'p> {
+        self.columns = columns;
+        self
     }
 
     /// The same scan with a limit already counted.
@@ -172,23 +181,7 @@ impl<'p> ScanStream<'p> {
         let access = if access_unusable(ctx, self.access, table)? { &Access::Full } else { self.access };
         match access {
             Access::Points(points) => {
-                let pk = table.pk.as_deref().unwrap_or_default();
-                let mut seen = HashSet::new();
-                let mut keys = Vec::with_capacity(points.len());
-                for p in points {
-                    if let EqKey::Values(vals) = eq_values(ctx, p, pk, table)? {
-                        let mut h = Vec::new();
-                        for v in &vals {
-                            memcmp::encode_value(&mut h, &crate::table::key_value(v));
-                        }
-                        let k = row_key(table, &h);
-                        // A few points are told apart by looking; many, by hashing.
-                        let fresh = if points.len() <= 8 { !keys.contains(&k) } else { seen.insert(k.clone()) };
-                        if fresh {
-                            keys.push(k);
-                        }
-                    }
-                }
+                let keys = point_keys(ctx, table, points)?.unwrap_or_default();
                 self.key_charge.add(keys.iter().map(|k| k.len() + 24).sum())?;
                 count_reads(Read::Key, keys.len());
                 if !keys.is_empty() {
@@ -245,7 +238,7 @@ impl<'p> ScanStream<'p> {
 
     /// Decodes the row stored at `key` and keeps it if it matches the filter.
     fn keep(&mut self, ctx: &ExecCtx, out: &mut ScanBatch, key: Vec<u8>, bytes: &[u8]) -> Result<()> {
-        let (row, row_id) = decode_row(self.table, bytes)?;
+        let (row, row_id) = decode_masked(self.table, bytes, self.columns)?;
         if !self.matches(ctx, &row)? {
             return Ok(());
         }
@@ -324,7 +317,7 @@ impl<'p> ScanStream<'p> {
             // filter on the versions read under the lock.
             let mut keys = Vec::new();
             for (k, v) in pairs {
-                let (row, _) = decode_row(self.table, &v)?;
+                let (row, _) = decode_masked(self.table, &v, self.columns)?;
                 if self.matches(ctx, &row)? {
                     keys.push(k);
                 }
@@ -376,7 +369,10 @@ impl<'p> ScanStream<'p> {
             checkpoint().await?;
             let vals = match &copy {
                 Some(copy) => chunk.iter().map(|k| copy.get(k)).collect(),
-                None => ctx.txn.batch_get(chunk).await?,
+                None => match ctx.prefetched_values(self.table.id, chunk) {
+                    Some(vals) => vals,
+                    None => ctx.txn.batch_get(chunk).await?,
+                },
             };
             for (k, v) in chunk.iter().zip(vals) {
                 if self.full() {
@@ -513,6 +509,75 @@ fn range_bounds(
         }
     }
     Ok(Some((start, end)))
+}
+
+/// The row keys of a point access's tuples, each once, in the tuples' order (a tuple no
+/// row can match gives none); None when some value cannot be looked up by key.
+fn point_keys(ctx: &ExecCtx, table: &TableInfo, points: &[Vec<Expr>]) -> Result<Option<Vec<Vec<u8>>>> {
+    let pk = table.pk.as_deref().unwrap_or_default();
+    let mut seen = HashSet::new();
+    let mut keys = Vec::with_capacity(points.len());
+    for p in points {
+        let vals = match eq_values(ctx, p, pk, table)? {
+            EqKey::Values(vals) => vals,
+            EqKey::Empty => continue,
+            EqKey::Unusable => return Ok(None),
+        };
+        let mut h = Vec::new();
+        for v in &vals {
+            memcmp::encode_value(&mut h, &crate::table::key_value(v));
+        }
+        let k = row_key(table, &h);
+        // A few points are told apart by looking; many, by hashing.
+        let fresh = if points.len() <= 8 { !keys.contains(&k) } else { seen.insert(k.clone()) };
+        if fresh {
+            keys.push(k);
+        }
+    }
+    Ok(Some(keys))
+}
+
+/// An index lookup join's inner side that is one table's point get per outer row: reads
+/// the rows all of `outer` (the join's next left rows) will look up in one batched read,
+/// which the lookups then take from `ExecCtx::prefetched` instead of one read each.
+/// Nothing is read ahead for a locking or cached table's lookup, or for fewer than two
+/// rows; at most `MAX_BATCH` keys are.
+pub(super) async fn prefetch_points(ctx: &mut ExecCtx<'_>, inner: &Plan, outer: &[Row]) -> Result<()> {
+    ctx.prefetched = None;
+    let Plan::Scan { table, access: Access::Points(points), lock: false, .. } = inner else { return Ok(()) };
+    if outer.len() < 2 || table.cached {
+        return Ok(());
+    }
+    let mut seen = HashSet::new();
+    let mut keys = Vec::new();
+    for row in outer {
+        if keys.len() >= MAX_BATCH {
+            break;
+        }
+        ctx.outer.push(row.clone());
+        let found = point_keys(ctx, table, points);
+        ctx.outer.pop();
+        // None: this row's lookup reads the whole table; the others still use what is
+        // read here.
+        for k in found?.unwrap_or_default() {
+            if seen.insert(k.clone()) {
+                keys.push(k);
+            }
+        }
+    }
+    if keys.len() < 2 {
+        return Ok(());
+    }
+    checkpoint().await?;
+    let values = ctx.txn.batch_get(&keys).await?;
+    let mut charge = Charge::new();
+    let mut rows = HashMap::with_capacity(keys.len());
+    for (k, v) in keys.into_iter().zip(values) {
+        charge.add(k.len() + v.as_ref().map_or(0, Vec::len) + 48)?;
+        rows.insert(k, v);
+    }
+    ctx.prefetched = Some(super::Prefetched { table: table.id, rows, _charge: charge });
+    Ok(())
 }
 
 /// Key values for equality on key columns.

@@ -157,8 +157,9 @@ impl<'p> Stream<'p> {
     fn unprofiled(plan: &'p Plan, profiled: bool) -> Stream<'p> {
         let open = |p: &'p Plan| Stream::build(p, profiled);
         match plan {
-            Plan::Scan { table, access, filter, lock, limit } => {
-                let scan = ScanStream::new(table, access, filter.as_ref(), *lock, limit.as_ref());
+            Plan::Scan { table, access, filter, lock, limit, columns } => {
+                let scan = ScanStream::new(table, access, filter.as_ref(), *lock, limit.as_ref())
+                    .with_columns(columns.as_deref());
                 if *lock || limit.is_some() {
                     Stream::Scan(scan)
                 } else {
@@ -363,6 +364,10 @@ impl JoinStream<'_> {
                 self.current = Some(lrows.into_iter());
             }
             let Some(current) = self.current.as_mut() else { break };
+            if self.correlated {
+                // One batched read for the lookups of the rows left in this batch.
+                super::scan::prefetch_points(ctx, self.right, current.remaining()).await?;
+            }
             for l in current.by_ref() {
                 checkpoint().await?;
                 let correlated_rows;
@@ -378,9 +383,12 @@ impl JoinStream<'_> {
                 };
                 join_row(ctx, l, rrows, self.on, self.kind, self.right_width, &mut out).await?;
                 if out.rows.len() >= OUTPUT_BATCH {
+                    // What was read ahead is not kept across pulls: the consumer may write.
+                    ctx.prefetched = None;
                     return Ok(Some(out));
                 }
             }
+            ctx.prefetched = None;
             self.current = None;
         }
         Ok((!out.rows.is_empty()).then_some(out))
