@@ -336,6 +336,26 @@ impl Plan {
         }
     }
 
+    /// The inputs, mutably.
+    pub fn children_mut(&mut self) -> Vec<&mut Plan> {
+        match self {
+            Plan::Dual | Plan::Values(_) | Plan::Scan { .. } | Plan::WorkTable(_) => vec![],
+            Plan::Filter { input, .. }
+            | Plan::Project { input, .. }
+            | Plan::Aggregate { input, .. }
+            | Plan::Sort { input, .. }
+            | Plan::Limit { input, .. }
+            | Plan::Distinct { input }
+            | Plan::Window { input, .. }
+            | Plan::Truncate { input, .. } => vec![&mut **input],
+            Plan::Join { left, right, .. } | Plan::HashJoin { left, right, .. } | Plan::SetOp { left, right, .. } => {
+                vec![&mut **left, &mut **right]
+            }
+            Plan::Union { inputs, .. } => inputs.iter_mut().collect(),
+            Plan::Recursive { seed, step, .. } => vec![&mut **seed, &mut **step],
+        }
+    }
+
     /// The expressions this node evaluates itself (not its children's, nor the plans of
     /// the subqueries they use).
     pub fn own_exprs(&self) -> Vec<&Expr> {

@@ -25,7 +25,7 @@ fn need_all(plan: &mut Plan) {
     match crate::cost::width(plan) {
         Some(w) => need(plan, vec![true; w]),
         None => {
-            for c in children_mut(plan) {
+            for c in plan.children_mut() {
                 need_all(c);
             }
         }
@@ -127,7 +127,7 @@ fn need(plan: &mut Plan, mut wanted: Vec<bool>) {
             need(right, right_wanted);
         }
         Plan::Distinct { .. } | Plan::Union { .. } | Plan::SetOp { .. } | Plan::Recursive { .. } => {
-            for c in children_mut(plan) {
+            for c in plan.children_mut() {
                 need_all(c);
             }
         }
@@ -174,25 +174,6 @@ fn outer_reads(plan: &Plan, depth: usize, wanted: &mut [bool]) -> bool {
             outer_reads(left, depth, wanted) && outer_reads(right, depth + 1, wanted)
         }
         other => other.children().into_iter().all(|c| outer_reads(c, depth, wanted)),
-    }
-}
-
-fn children_mut(plan: &mut Plan) -> Vec<&mut Plan> {
-    match plan {
-        Plan::Dual | Plan::Values(_) | Plan::Scan { .. } | Plan::WorkTable(_) => vec![],
-        Plan::Filter { input, .. }
-        | Plan::Project { input, .. }
-        | Plan::Aggregate { input, .. }
-        | Plan::Sort { input, .. }
-        | Plan::Limit { input, .. }
-        | Plan::Distinct { input }
-        | Plan::Window { input, .. }
-        | Plan::Truncate { input, .. } => vec![&mut **input],
-        Plan::Join { left, right, .. } | Plan::HashJoin { left, right, .. } | Plan::SetOp { left, right, .. } => {
-            vec![&mut **left, &mut **right]
-        }
-        Plan::Union { inputs, .. } => inputs.iter_mut().collect(),
-        Plan::Recursive { seed, step, .. } => vec![&mut **seed, &mut **step],
     }
 }
 
