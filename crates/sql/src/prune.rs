@@ -92,15 +92,10 @@ fn need(plan: &mut Plan, mut wanted: Vec<bool>) {
             need(input, wanted);
         }
         Plan::Join { left, right, on, right_width, correlated, .. } => {
-            let Some(lw) = crate::cost::width(left) else {
+            let Some((mut wanted, right_wanted)) = join_sides(left, on.as_ref(), *right_width, wanted) else {
                 need_all(left);
                 return need_all(right);
             };
-            wanted.resize(lw + *right_width, true);
-            if let Some(on) = on {
-                mark(on, &mut wanted);
-            }
-            let right_wanted = wanted.split_off(lw);
             if *correlated && !outer_reads(right, 0, &mut wanted) {
                 wanted.iter_mut().for_each(|w| *w = true);
             }
@@ -108,15 +103,10 @@ fn need(plan: &mut Plan, mut wanted: Vec<bool>) {
             need(right, right_wanted);
         }
         Plan::HashJoin { left, right, left_keys, right_keys, on, right_width, .. } => {
-            let Some(lw) = crate::cost::width(left) else {
+            let Some((mut wanted, mut right_wanted)) = join_sides(left, on.as_ref(), *right_width, wanted) else {
                 need_all(left);
                 return need_all(right);
             };
-            wanted.resize(lw + *right_width, true);
-            if let Some(on) = on {
-                mark(on, &mut wanted);
-            }
-            let mut right_wanted = wanted.split_off(lw);
             for k in left_keys.iter() {
                 mark(k, &mut wanted);
             }
@@ -132,6 +122,24 @@ fn need(plan: &mut Plan, mut wanted: Vec<bool>) {
             }
         }
     }
+}
+
+/// A join's `wanted` output columns and those its condition `on` (over `left ++ right`)
+/// reads, split into the left input's and the right's; None when the left's width is
+/// not known.
+fn join_sides(
+    left: &Plan,
+    on: Option<&Expr>,
+    right_width: usize,
+    mut wanted: Vec<bool>,
+) -> Option<(Vec<bool>, Vec<bool>)> {
+    let lw = crate::cost::width(left)?;
+    wanted.resize(lw + right_width, true);
+    if let Some(on) = on {
+        mark(on, &mut wanted);
+    }
+    let right = wanted.split_off(lw);
+    Some((wanted, right))
 }
 
 /// Marks the columns of the row `e` is evaluated on that it reads; all of them when it

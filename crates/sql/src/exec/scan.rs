@@ -178,10 +178,17 @@ impl<'p> ScanStream<'p> {
         if self.limit == 0 {
             return Ok(out);
         }
-        let access = if access_unusable(ctx, self.access, table)? { &Access::Full } else { self.access };
+        // A point get's keys are made once: their values tell whether they can be looked up.
+        let (access, keys) = match self.access {
+            Access::Points(points) => match point_keys(ctx, table, points)? {
+                Some(keys) => (self.access, keys),
+                None => (&Access::Full, Vec::new()),
+            },
+            other if access_unusable(ctx, other, table)? => (&Access::Full, Vec::new()),
+            other => (other, Vec::new()),
+        };
         match access {
-            Access::Points(points) => {
-                let keys = point_keys(ctx, table, points)?.unwrap_or_default();
+            Access::Points(_) => {
                 self.key_charge.add(keys.iter().map(|k| k.len() + 24).sum())?;
                 count_reads(Read::Key, keys.len());
                 if !keys.is_empty() {
