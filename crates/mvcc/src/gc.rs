@@ -12,7 +12,7 @@
 //! tombstones in every column family followed by a compaction of the range, so its space
 //! comes back now.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use strata_common::{Result, Timestamp};
 use strata_storage::engine::BatchOp;
@@ -32,50 +32,52 @@ pub struct GcStats {
     pub records_walked: u64,
 }
 
-/// Whether a GC pass can remove anything. What a pass removes depends only on which write
-/// records are at or below its safe point; so once a pass has seen every record at or below
-/// its safe point, a later pass has work only if records were written since, or if records
-/// that were above that safe point have fallen below the new one. Without this a pass
-/// walked the whole write CF every minute on an idle server (seconds of CPU at TPC-H SF 1).
+/// Whether a GC pass can remove anything. What a pass at safe point S removes depends only
+/// on the records at or below S (write records, and each key's latest record, whose
+/// timestamp decides whether the write CF's versions below it can go). Once a pass has
+/// seen every record at or below its safe point, a later pass at S' has work only if some
+/// record it did not see at or below the old safe point is at or below S': one written
+/// since (usually newer than S', as S' lags now by the GC life time), or one the pass saw
+/// above its safe point. So the state is the oldest timestamp of those; a pass whose safe
+/// point is below it is skipped. Without this a pass walked the whole write CF every
+/// minute on an idle server (seconds of CPU at TPC-H SF 1), and under a steady load every
+/// minute of the first GC life time walked all the versions written so far for nothing.
 #[derive(Debug)]
 pub(crate) struct GcState {
-    /// A write record was put since the current (or last) pass began.
-    dirty: AtomicBool,
-    /// The highest timestamp of a write record the last pass saw or that was put since.
-    newest: AtomicU64,
-    /// The safe point of the last completed pass (0: none yet).
-    last_safe: AtomicU64,
+    /// The oldest timestamp of a record put since the current (or last) pass began or
+    /// seen above that pass's safe point (`u64::MAX`: none; 0 until a pass has walked).
+    pending: AtomicU64,
 }
 
 impl Default for GcState {
     fn default() -> GcState {
-        // Dirty: what the store holds is unknown until a pass has walked it.
-        GcState { dirty: AtomicBool::new(true), newest: AtomicU64::new(0), last_safe: AtomicU64::new(0) }
+        // What the store holds is unknown until a pass has walked it.
+        GcState { pending: AtomicU64::new(0) }
     }
 }
 
 impl GcState {
-    /// Notes the write records `batch` puts.
-    pub(crate) fn note_writes(&self, batch: &WriteBatch) {
-        let mut newest = None;
+    /// The oldest timestamp of the write and latest records `batch` puts (None: none).
+    /// Noted (`note`) once the batch is written, so that a pass that began before sees
+    /// it either in its snapshot or here.
+    pub(crate) fn oldest_put(batch: &WriteBatch) -> Option<u64> {
+        let mut oldest: Option<u64> = None;
         for op in &batch.ops {
-            if let BatchOp::Put(Cf::Write, k, _) = op {
-                if let Ok((_, ts)) = split_versioned(k) {
-                    newest = newest.max(Some(ts.0));
-                }
-            }
+            let ts = match op {
+                BatchOp::Put(Cf::Write, k, _) => split_versioned(k).map(|(_, ts)| ts.0).unwrap_or(0),
+                BatchOp::Put(Cf::Latest, _, v) => split_latest(v).map(|(ts, _)| ts.0).unwrap_or(0),
+                _ => continue,
+            };
+            oldest = Some(oldest.map_or(ts, |o| o.min(ts)));
         }
-        if let Some(ts) = newest {
-            self.newest.fetch_max(ts, Ordering::SeqCst);
-            self.dirty.store(true, Ordering::SeqCst);
-        }
+        oldest
     }
 
-    /// Whether a pass could remove something: records were put since the last pass, or
-    /// some were above its safe point (a pass at a lower safe point removes a subset of
-    /// what that pass did).
-    fn has_work(&self) -> bool {
-        self.dirty.load(Ordering::SeqCst) || self.newest.load(Ordering::SeqCst) > self.last_safe.load(Ordering::SeqCst)
+    /// Notes records put at `oldest` or later (`oldest_put`).
+    pub(crate) fn note(&self, oldest: Option<u64>) {
+        if let Some(ts) = oldest {
+            self.pending.fetch_min(ts, Ordering::SeqCst);
+        }
     }
 }
 
@@ -125,20 +127,43 @@ impl MvccStore {
     }
 
     /// Removes versions no reader at or above `safe_point` can see. Skipped (nothing
-    /// walked) when no record was written since the last pass and every record was at or
-    /// below its safe point already (see `GcState`).
+    /// walked) when no record the last pass did not see at or below its safe point is at or
+    /// below this one (see `GcState`).
     pub fn gc(&self, safe_point: Timestamp) -> Result<GcStats> {
         // No transaction at or below the safe point runs any more (and GC removes the
         // rollback records there).
         self.rolled_back_txns.write().retain(|t| *t > safe_point);
         let state = &self.gc_state;
-        if !state.has_work() {
+        // Records put from here on lower it again; the walk's snapshot, taken after, holds
+        // every record put before (they are noted after their write).
+        let pending = state.pending.swap(u64::MAX, Ordering::SeqCst);
+        if pending > safe_point.0 {
+            state.pending.fetch_min(pending, Ordering::SeqCst);
             return Ok(GcStats::default());
         }
-        // Writes from here on set these again; the walk adds what it sees.
-        state.dirty.store(false, Ordering::SeqCst);
-        state.newest.store(0, Ordering::SeqCst);
-        let mut newest_seen = 0;
+        let started = std::time::Instant::now();
+        match self.gc_walk(safe_point) {
+            Ok((stats, oldest_above)) => {
+                state.pending.fetch_min(oldest_above, Ordering::SeqCst);
+                tracing::debug!(
+                    "gc pass at {safe_point:?}: walked {} write records, removed {}, in {:?}",
+                    stats.records_walked,
+                    stats.versions_removed,
+                    started.elapsed()
+                );
+                Ok(stats)
+            }
+            Err(e) => {
+                state.pending.fetch_min(pending, Ordering::SeqCst);
+                Err(e)
+            }
+        }
+    }
+
+    /// The walk of a GC pass: its stats and the oldest timestamp it saw above the safe
+    /// point (`u64::MAX`: none).
+    fn gc_walk(&self, safe_point: Timestamp) -> Result<(GcStats, u64)> {
+        let mut oldest_above = u64::MAX;
         let engine = self.engine().clone();
         let mut stats = GcStats::default();
         let mut batch = WriteBatch::default();
@@ -154,7 +179,9 @@ impl MvccStore {
         while c.valid()? {
             let (enc, commit_ts) = split_versioned(c.key())?;
             stats.records_walked += 1;
-            newest_seen = newest_seen.max(commit_ts.0);
+            if commit_ts > safe_point {
+                oldest_above = oldest_above.min(commit_ts.0);
+            }
             if enc != current.as_slice() {
                 current = enc.to_vec();
                 kept_base = false;
@@ -170,7 +197,9 @@ impl MvccStore {
                         let latest_ts = split_latest(&raw)?.0;
                         seen_data = true;
                         kept_base = latest_ts <= safe_point;
-                        newest_seen = newest_seen.max(latest_ts.0);
+                        if latest_ts > safe_point {
+                            oldest_above = oldest_above.min(latest_ts.0);
+                        }
                     }
                 }
             }
@@ -215,8 +244,6 @@ impl MvccStore {
             engine.write(batch, false)?;
         }
         self.forget_deleted(&deleted)?;
-        state.newest.fetch_max(newest_seen, Ordering::SeqCst);
-        state.last_safe.store(safe_point.0, Ordering::SeqCst);
-        Ok(stats)
+        Ok((stats, oldest_above))
     }
 }

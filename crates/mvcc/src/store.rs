@@ -208,8 +208,10 @@ impl MvccStore {
     /// table (the order `ChangeSink` promises).
     fn apply(&self, changes: Changes, sync: bool) -> Result<()> {
         let sink = if changes.committed.is_empty() { None } else { self.sink.read().clone() };
-        self.gc_state.note_writes(&changes.batch);
-        changes.apply(self.engine.as_ref(), &self.locks, sink.as_deref(), sync)
+        let oldest = crate::gc::GcState::oldest_put(&changes.batch);
+        let done = changes.apply(self.engine.as_ref(), &self.locks, sink.as_deref(), sync);
+        self.gc_state.note(oldest);
+        done
     }
 
     /// Hands every change committed from now on to `sink` (replacing any earlier one).

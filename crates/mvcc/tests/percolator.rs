@@ -335,6 +335,23 @@ async fn gc_skips_passes_that_could_remove_nothing() {
     let stale = c.store().gc(ts(90)).expect("gc");
     assert_eq!((stale.versions_removed, stale.records_walked), (1, 1));
     assert_eq!(get(&c, "a", 100).await.expect("read").as_deref(), Some("3"));
+    // Commits newer than the safe point (a steady load, the safe point lagging by the GC
+    // life time) give a pass nothing to do until the safe point reaches them.
+    write(&c, vec![Mutation::Delete(b"c".to_vec())], 100, 101).await;
+    write(&c, vec![put("d", "1")], 102, 103).await;
+    write(&c, vec![put("d", "2")], 104, 105).await;
+    assert_eq!(c.store().gc(ts(95)).expect("gc").records_walked, 0);
+    assert_eq!(c.store().gc(ts(100)).expect("gc").records_walked, 0, "the oldest new record is c@101");
+    let reached = c.store().gc(ts(104)).expect("gc");
+    // c@101's deletion goes (nothing older), d@103 stays: the version readers at 104 see.
+    assert_eq!((reached.versions_removed, reached.records_walked), (1, 2));
+    assert_eq!(get(&c, "d", 104).await.expect("read").as_deref(), Some("1"));
+    // d@105 (latest only) was above that pass: a pass past it removes d@103.
+    let past = c.store().gc(ts(110)).expect("gc");
+    assert_eq!((past.versions_removed, past.records_walked), (1, 1));
+    assert_eq!(get(&c, "d", 110).await.expect("read").as_deref(), Some("2"));
+    assert_eq!(get(&c, "c", 110).await.expect("read"), None);
+    assert_eq!(c.store().gc(ts(120)).expect("gc").records_walked, 0);
 }
 
 #[tokio::test]
