@@ -57,20 +57,37 @@ impl Default for GcState {
 }
 
 impl GcState {
-    /// The oldest timestamp of the write and latest records `batch` puts (None: none).
-    /// Noted (`note`) once the batch is written, so that a pass that began before sees
-    /// it either in its snapshot or here.
+    /// The oldest timestamp at which a pass could remove something `batch` puts (None:
+    /// it puts nothing that counts): the commit timestamp of its latest records, and for
+    /// its write records their own timestamp but not below that commit timestamp. A
+    /// commit moves the version it supersedes into the write CF with that version's old
+    /// timestamp, yet the version can only go once the safe point passes the commit that
+    /// superseded it (it is what readers below that commit see); counted at its own
+    /// timestamp, every commit of a row loaded long ago made the next pass walk. Noted
+    /// (`note`) once the batch is written, so that a pass that began before sees it either
+    /// in its snapshot or here.
     pub(crate) fn oldest_put(batch: &WriteBatch) -> Option<u64> {
-        let mut oldest: Option<u64> = None;
-        for op in &batch.ops {
-            let ts = match op {
-                BatchOp::Put(Cf::Write, k, _) => split_versioned(k).map(|(_, ts)| ts.0).unwrap_or(0),
-                BatchOp::Put(Cf::Latest, _, v) => split_latest(v).map(|(ts, _)| ts.0).unwrap_or(0),
-                _ => continue,
-            };
-            oldest = Some(oldest.map_or(ts, |o| o.min(ts)));
+        let committed = batch
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                BatchOp::Put(Cf::Latest, _, v) => Some(split_latest(v).map(|(ts, _)| ts.0).unwrap_or(0)),
+                _ => None,
+            })
+            .min();
+        let floor = committed.unwrap_or(0);
+        let written = batch
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                BatchOp::Put(Cf::Write, k, _) => Some(split_versioned(k).map(|(_, ts)| ts.0.max(floor)).unwrap_or(0)),
+                _ => None,
+            })
+            .min();
+        match (committed, written) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
-        oldest
     }
 
     /// Notes records put at `oldest` or later (`oldest_put`).
