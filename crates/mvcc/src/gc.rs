@@ -84,10 +84,7 @@ impl GcState {
                 _ => None,
             })
             .min();
-        match (committed, written) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        committed.into_iter().chain(written).min()
     }
 
     /// Notes records put at `oldest` or later (`oldest_put`).
