@@ -7,16 +7,26 @@
 //! whose last change is a deletion at or below the safe point also loses its latest CF
 //! record (under the key's latch, so a commit racing with GC is never undone).
 //!
+//! Most of that removal happens without a pass, in the write CF's compactions (`WriteFilter`,
+//! TiKV's GC compaction filter): RocksDB rewrites every version a few times as it moves
+//! down the levels anyway, and a version below another one at or below the safe point is
+//! dropped on the way. A pass over everything (the walk) then only has to run rarely
+//! (`gc_periodic`), for what a compaction cannot decide alone: the newest write-CF version
+//! of a key whose newest Put (in the latest CF only) is itself at or below the safe point,
+//! and deletions.
+//!
 //! `destroy_range` is the other half: a whole key range nobody can reach any more (a dropped
 //! table, once the safe point has passed the drop) goes at once, without MVCC, as range
 //! tombstones in every column family followed by a compaction of the range, so its space
 //! comes back now.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use strata_common::{Result, Timestamp};
 use strata_storage::engine::BatchOp;
-use strata_storage::{Cf, WriteBatch};
+use strata_storage::{Cf, CompactionFilter, WriteBatch};
 
 use crate::records::{
     decode_user_key, encode_user_key, is_twinless, split_latest, split_versioned, versioned, Kind, WriteRef,
@@ -30,6 +40,107 @@ pub struct GcStats {
     pub versions_removed: u64,
     /// Write records the pass walked over (0: skipped, nothing could be removed).
     pub records_walked: u64,
+    /// Write records compactions dropped since the last pass (`WriteFilter`).
+    pub versions_compacted_away: u64,
+    /// Long values (data CF) deleted because compactions dropped their write records.
+    pub values_removed: u64,
+}
+
+/// Long values of dropped write records waiting for `advance_gc` to delete them. Beyond
+/// this many a compaction keeps the write records with long values instead (the walk
+/// removes them later), so the list stays bounded when nobody drains it.
+const MAX_ORPHANS: usize = 1 << 20;
+
+/// Data-CF keys deleted in one write batch.
+const ORPHAN_BATCH: usize = 4096;
+
+/// How often `gc_periodic` walks the write CF when compactions filter it: the walk only
+/// removes one version per updated key and the deletions, which cost space, not reads.
+pub const FILTERED_WALK_INTERVAL: Duration = Duration::from_secs(30 * 60);
+
+/// The write CF's compaction filter: what the compactions know of GC.
+#[derive(Debug, Default)]
+pub(crate) struct WriteFilter {
+    /// The safe point compactions use (0: none yet, they drop nothing).
+    safe_point: AtomicU64,
+    /// Data-CF keys of the long values whose write records compactions dropped.
+    orphans: parking_lot::Mutex<Vec<Vec<u8>>>,
+    /// Write records compactions dropped since `advance_gc` last looked.
+    removed: AtomicU64,
+}
+
+/// `WriteFilter` as the engine holds it.
+pub(crate) struct WriteFilterHandle(pub(crate) Arc<WriteFilter>);
+
+impl CompactionFilter for WriteFilterHandle {
+    fn start(&self) -> strata_storage::engine::CompactionDecider {
+        let mut run = FilterRun {
+            safe_point: Timestamp(self.0.safe_point.load(Ordering::SeqCst)),
+            shared: self.0.clone(),
+            current: Vec::new(),
+            based: false,
+            removed: 0,
+        };
+        Box::new(move |key, value| run.drops(key, value))
+    }
+}
+
+/// One compaction's pass of `WriteFilter`. Entries come in key order, so each key's
+/// versions newest first. The rule is the walk's, restricted to what the compaction sees:
+/// at or below the safe point, rollback and lock records go; the first Put or Delete stays
+/// (a reader at the safe point may need it); every older Put or Delete goes, since that
+/// one hides it from every reader. Entries of the key outside this compaction do not
+/// matter: a version only goes below one this compaction keeps, so a key's newest version
+/// at or below the safe point never goes (even a version moved into the write CF later,
+/// with an older timestamp, goes only below a kept one). A Delete stays: older versions
+/// of its key may sit in files this compaction does not rewrite.
+struct FilterRun {
+    safe_point: Timestamp,
+    shared: Arc<WriteFilter>,
+    /// The encoded key of the entries being seen.
+    current: Vec<u8>,
+    /// Whether a Put or Delete at or below the safe point of `current` was kept.
+    based: bool,
+    removed: u64,
+}
+
+impl FilterRun {
+    fn drops(&mut self, key: &[u8], value: &[u8]) -> bool {
+        // Anything not understood stays.
+        let Ok((enc, ts)) = split_versioned(key) else { return false };
+        if enc != self.current.as_slice() {
+            self.current.clear();
+            self.current.extend_from_slice(enc);
+            self.based = false;
+        }
+        if ts > self.safe_point || self.safe_point == Timestamp::ZERO {
+            return false;
+        }
+        let Ok(w) = WriteRef::decode(value) else { return false };
+        let drop = match w.kind {
+            Kind::Rollback | Kind::Lock | Kind::Pessimistic => true,
+            Kind::Put | Kind::Delete if !self.based => {
+                self.based = true;
+                false
+            }
+            Kind::Put | Kind::Delete => true,
+        };
+        if drop && w.kind == Kind::Put && w.short_value.is_none() {
+            let mut orphans = self.shared.orphans.lock();
+            if orphans.len() >= MAX_ORPHANS {
+                return false;
+            }
+            orphans.push(versioned(enc, w.start_ts));
+        }
+        self.removed += u64::from(drop);
+        drop
+    }
+}
+
+impl Drop for FilterRun {
+    fn drop(&mut self) {
+        self.shared.removed.fetch_add(self.removed, Ordering::SeqCst);
+    }
 }
 
 /// Whether a GC pass can remove anything. What a pass at safe point S removes depends only
@@ -47,12 +158,24 @@ pub(crate) struct GcState {
     /// The oldest timestamp of a record put since the current (or last) pass began or
     /// seen above that pass's safe point (`u64::MAX`: none; 0 until a pass has walked).
     pending: AtomicU64,
+    /// When the last walk ran (`gc_periodic`).
+    last_walk: parking_lot::Mutex<Option<Instant>>,
+    /// The write CF's compaction filter, if the engine runs it.
+    pub(crate) filter: Option<Arc<WriteFilter>>,
 }
 
-impl Default for GcState {
-    fn default() -> GcState {
-        // What the store holds is unknown until a pass has walked it.
-        GcState { pending: AtomicU64::new(0) }
+impl GcState {
+    /// The state of a store on `engine`, whose write CF compactions run a `WriteFilter`
+    /// if the engine compacts.
+    pub(crate) fn new(engine: &dyn strata_storage::Engine) -> GcState {
+        let filter = Arc::new(WriteFilter::default());
+        let filtered = engine.set_compaction_filter(Cf::Write, Arc::new(WriteFilterHandle(filter.clone())));
+        GcState {
+            // What the store holds is unknown until a pass has walked it.
+            pending: AtomicU64::new(0),
+            last_walk: parking_lot::Mutex::new(None),
+            filter: filtered.then_some(filter),
+        }
     }
 }
 
@@ -140,22 +263,57 @@ impl MvccStore {
         Ok(n)
     }
 
-    /// Removes versions no reader at or above `safe_point` can see. Skipped (nothing
-    /// walked) when no record the last pass did not see at or below its safe point is at or
-    /// below this one (see `GcState`).
-    pub fn gc(&self, safe_point: Timestamp) -> Result<GcStats> {
+    /// Moves GC to `safe_point` without walking: the write CF's compactions drop what they
+    /// can below it from now on (`WriteFilter`), and the long values of the write records
+    /// they dropped so far are deleted. Returns the stats of that (nothing walked).
+    pub fn advance_gc(&self, safe_point: Timestamp) -> Result<GcStats> {
         // No transaction at or below the safe point runs any more (and GC removes the
         // rollback records there).
         self.rolled_back_txns.write().retain(|t| *t > safe_point);
+        let mut stats = GcStats::default();
+        let Some(filter) = &self.gc_state.filter else { return Ok(stats) };
+        filter.safe_point.fetch_max(safe_point.0, Ordering::SeqCst);
+        stats.versions_compacted_away = filter.removed.swap(0, Ordering::SeqCst);
+        // A dropped write record's value is invisible to every reader whether or not the
+        // compaction that dropped it is installed yet: it was below a kept version.
+        let orphans = std::mem::take(&mut *filter.orphans.lock());
+        for chunk in orphans.chunks(ORPHAN_BATCH) {
+            let mut batch = WriteBatch::default();
+            for key in chunk {
+                batch.delete(Cf::Data, key.clone());
+            }
+            self.engine().write(batch, false)?;
+            stats.values_removed += chunk.len() as u64;
+        }
+        Ok(stats)
+    }
+
+    /// The periodic GC: `advance_gc`, and a walk (`gc`) if the write CF's compactions do
+    /// not filter it or the last walk is at least `walk_every` old.
+    pub fn gc_periodic(&self, safe_point: Timestamp, walk_every: Duration) -> Result<GcStats> {
+        let filtered = self.gc_state.filter.is_some();
+        let due = !filtered || self.gc_state.last_walk.lock().is_none_or(|t| t.elapsed() >= walk_every);
+        if !due {
+            return self.advance_gc(safe_point);
+        }
+        self.gc(safe_point)
+    }
+
+    /// Removes versions no reader at or above `safe_point` can see (`advance_gc`, then a
+    /// walk). The walk is skipped when no record the last one did not see at or below its
+    /// safe point is at or below this one (see `GcState`).
+    pub fn gc(&self, safe_point: Timestamp) -> Result<GcStats> {
+        let advanced = self.advance_gc(safe_point)?;
         let state = &self.gc_state;
         // Records put from here on lower it again; the walk's snapshot, taken after, holds
         // every record put before (they are noted after their write).
         let pending = state.pending.swap(u64::MAX, Ordering::SeqCst);
         if pending > safe_point.0 {
             state.pending.fetch_min(pending, Ordering::SeqCst);
-            return Ok(GcStats::default());
+            return Ok(advanced);
         }
-        let started = std::time::Instant::now();
+        let started = Instant::now();
+        *state.last_walk.lock() = Some(started);
         match self.gc_walk(safe_point) {
             Ok((stats, oldest_above)) => {
                 state.pending.fetch_min(oldest_above, Ordering::SeqCst);
@@ -165,7 +323,11 @@ impl MvccStore {
                     stats.versions_removed,
                     started.elapsed()
                 );
-                Ok(stats)
+                Ok(GcStats {
+                    versions_compacted_away: advanced.versions_compacted_away,
+                    values_removed: advanced.values_removed,
+                    ..stats
+                })
             }
             Err(e) => {
                 state.pending.fetch_min(pending, Ordering::SeqCst);

@@ -245,7 +245,12 @@ impl Client for LocalClient {
 
     async fn gc(&self, safe_point: Timestamp) -> Result<u64> {
         let store = self.store.clone();
-        blocking(move || store.gc(safe_point).map(|s| s.versions_removed)).await
+        blocking(move || {
+            store
+                .gc_periodic(safe_point, crate::gc::FILTERED_WALK_INTERVAL)
+                .map(|s| s.versions_removed + s.versions_compacted_away)
+        })
+        .await
     }
 
     async fn prune_deletes(&self, below: Timestamp) -> Result<u64> {

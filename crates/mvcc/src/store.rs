@@ -183,6 +183,7 @@ impl MvccStore {
             None => 0,
         };
         Ok(MvccStore {
+            gc_state: crate::gc::GcState::new(engine.as_ref()),
             group,
             rolled_back_txns: parking_lot::RwLock::default(),
             rollback_boundary: Timestamp::compose(limit, 0),
@@ -191,7 +192,6 @@ impl MvccStore {
             latches: Latches::default(),
             locks,
             sink: parking_lot::RwLock::new(None),
-            gc_state: crate::gc::GcState::default(),
         })
     }
 

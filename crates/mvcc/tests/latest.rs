@@ -649,3 +649,81 @@ async fn an_insert_mutation_fails_on_a_key_with_a_value_and_nothing_is_written()
     let locked = c.prewrite(pessimistic(vec![Mutation::Insert(b"e".to_vec(), b"y".to_vec())], 41)).await;
     assert!(matches!(locked, Err(strata_common::Error::KeyLocked(_))), "{locked:?}");
 }
+
+/// Write records in the write CF, counted by kind, and whether at or below `at`.
+fn write_cf_kinds(engine: &dyn Engine, at: u64) -> BTreeMap<(&'static str, bool), usize> {
+    let mut kinds = BTreeMap::new();
+    let mut c = engine.cursor(Cf::Write, &[], &[0xFF; 16]).expect("cursor");
+    c.seek(&[]);
+    while c.valid().expect("valid") {
+        let kind = match Write::decode(c.value()).expect("record").kind {
+            Kind::Put => "put",
+            Kind::Delete => "delete",
+            _ => "other",
+        };
+        let (_, commit) = strata_mvcc::records::split_versioned(c.key()).expect("versioned key");
+        *kinds.entry((kind, commit <= ts(at))).or_default() += 1;
+        c.next();
+    }
+    kinds
+}
+
+#[tokio::test]
+async fn compactions_drop_old_versions_below_the_safe_point_and_reads_agree() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine: Arc<dyn Engine> = Arc::new(strata_storage_rocks::RocksEngine::open(dir.path()).expect("open"));
+    let c = LocalClient::new(Arc::new(MvccStore::open(engine.clone()).expect("open")), false);
+    let keys = 12;
+    let mut model = Model::new();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut now = 10;
+    random_txns(&c, &mut model, &mut rng, &mut now, keys, 400).await;
+    let all = [0u8; 0].as_slice()..[0xFFu8; 16].as_slice();
+    engine.compact_range(Cf::Write, all.start, all.end).expect("compact");
+    let before = write_cf_kinds(engine.as_ref(), 500);
+    // Without a safe point compactions keep everything.
+    let none = c.store().advance_gc(ts(1)).expect("advance");
+    assert_eq!((none.records_walked, none.versions_compacted_away), (0, 0));
+    // With one, a compaction drops what is below a kept version at or below it, and the
+    // next step deletes the long values of what it dropped; no walk ran.
+    c.store().advance_gc(ts(500)).expect("advance");
+    engine.compact_range(Cf::Write, all.start, all.end).expect("compact");
+    let dropped = c.store().advance_gc(ts(500)).expect("advance");
+    assert_eq!(dropped.records_walked, 0);
+    assert!(dropped.versions_compacted_away > 150, "compactions dropped only {dropped:?}");
+    assert!(dropped.values_removed > 0, "no long value went with its record: {dropped:?}");
+    let after = write_cf_kinds(engine.as_ref(), 500);
+    let total = |kinds: &BTreeMap<(&str, bool), usize>, below: bool| {
+        kinds.iter().filter(|((_, b), _)| *b == below).map(|(_, n)| n).sum::<usize>()
+    };
+    assert!(before.contains_key(&("other", true)), "the history has rollback or lock records: {before:?}");
+    assert_eq!(
+        after.get(&("other", true)),
+        None,
+        "rollback and lock records at or below the safe point stay: {after:?}"
+    );
+    // Nothing above the safe point goes; at or below it, one Put or Delete per key at most.
+    assert_eq!(total(&after, false), total(&before, false));
+    assert_eq!(total(&after, true) + dropped.versions_compacted_away as usize, total(&before, true));
+    assert!(total(&after, true) <= keys as usize, "{after:?}");
+    for at in [500, 501, 650, now] {
+        check_reads(&c, &model, keys, at, 500).await;
+    }
+    // What compactions cannot decide alone, the walk still removes; reads stay right.
+    let walked = c.store().gc(ts(500)).expect("gc");
+    assert!(walked.records_walked > 0);
+    for at in [500, 777, now] {
+        check_reads(&c, &model, keys, at, 500).await;
+    }
+    // More writes, a later safe point, a compaction: the same again.
+    let before = now;
+    random_txns(&c, &mut model, &mut rng, &mut now, keys, 200).await;
+    let safe = before + 150;
+    c.store().advance_gc(ts(safe)).expect("advance");
+    engine.compact_range(Cf::Write, all.start, all.end).expect("compact");
+    let second = c.store().advance_gc(ts(safe)).expect("advance");
+    assert!(second.versions_compacted_away > 50, "the second compaction dropped only {second:?}");
+    for at in [safe, safe + 1, now] {
+        check_reads(&c, &model, keys, at, safe).await;
+    }
+}

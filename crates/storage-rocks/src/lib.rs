@@ -11,7 +11,9 @@
 //! The data and latest CFs are read by whole key, so their filters are of whole keys. One LRU block cache
 //! serves all column families.
 
+use std::ffi::CStr;
 use std::path::Path;
+use std::sync::{Arc, RwLock};
 
 use rocksdb::{
     properties, BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamilyDescriptor, CompactOptions,
@@ -19,7 +21,7 @@ use rocksdb::{
 };
 use strata_common::{Error, Result};
 use strata_storage::engine::BatchOp;
-use strata_storage::{Cf, Cursor, Engine, WriteBatch};
+use strata_storage::{Cf, CompactionFilter, Cursor, Engine, WriteBatch};
 
 /// Runs `f` on this thread and returns, with its result, how many deleted entries RocksDB
 /// stepped over meanwhile (its per-thread perf context). Tests use it to hold a read path to
@@ -100,6 +102,48 @@ const MEMTABLE_BLOOM_RATIO: f64 = 0.05;
 /// A RocksDB database opened for Strata.
 pub struct RocksEngine {
     db: DB,
+    /// The filter the write CF's compactions run (`Engine::set_compaction_filter`).
+    write_filter: FilterSlot,
+}
+
+/// The column family whose compactions run the filter set on it (the others run none).
+const FILTERED_CF: Cf = Cf::Write;
+
+/// Where `set_compaction_filter` puts the filter; RocksDB's factory, registered when the
+/// database opens, reads it at the start of each compaction.
+type FilterSlot = Arc<RwLock<Option<Arc<dyn CompactionFilter>>>>;
+
+struct FilterFactory(FilterSlot);
+
+impl rocksdb::compaction_filter_factory::CompactionFilterFactory for FilterFactory {
+    type Filter = FilterRun;
+
+    fn create(&mut self, _: rocksdb::compaction_filter_factory::CompactionFilterContext) -> FilterRun {
+        let slot = self.0.read().unwrap_or_else(|e| e.into_inner());
+        FilterRun(slot.as_ref().map(|f| f.start()))
+    }
+
+    fn name(&self) -> &CStr {
+        c"strata-filter-factory"
+    }
+}
+
+/// One compaction's run of the filter (none set: keeps everything).
+struct FilterRun(Option<strata_storage::engine::CompactionDecider>);
+
+impl rocksdb::compaction_filter::CompactionFilter for FilterRun {
+    fn filter(&mut self, _level: u32, key: &[u8], value: &[u8]) -> rocksdb::compaction_filter::Decision {
+        let drops = self.0.as_mut().is_some_and(|drops| drops(key, value));
+        if drops {
+            rocksdb::compaction_filter::Decision::Remove
+        } else {
+            rocksdb::compaction_filter::Decision::Keep
+        }
+    }
+
+    fn name(&self) -> &CStr {
+        c"strata-filter"
+    }
 }
 
 fn io(e: rocksdb::Error) -> Error {
@@ -126,6 +170,7 @@ impl RocksEngine {
         // they kept ~1 GB of WAL after a 4-warehouse TPC-C load (and a restart replays it).
         opts.set_max_total_wal_size(MAX_TOTAL_WAL_BYTES);
         let cache = Cache::new_lru_cache(block_cache_bytes.max(MIN_BLOCK_CACHE_BYTES));
+        let write_filter = FilterSlot::default();
         let cfs = Cf::ALL.iter().map(|&cf| {
             let mut o = Options::default();
             o.set_compression_per_level(&COMPRESSION_PER_LEVEL);
@@ -133,6 +178,7 @@ impl RocksEngine {
             table.set_block_cache(&cache);
             match cf {
                 Cf::Write => {
+                    o.set_compaction_filter_factory(FilterFactory(write_filter.clone()));
                     table.set_bloom_filter(BLOOM_BITS_PER_KEY, false);
                     table.set_whole_key_filtering(false);
                     o.set_prefix_extractor(versioned_prefix());
@@ -154,7 +200,7 @@ impl RocksEngine {
             ColumnFamilyDescriptor::new(cf.name(), o)
         });
         let db = DB::open_cf_descriptors(&opts, dir, cfs).map_err(io)?;
-        Ok(RocksEngine { db })
+        Ok(RocksEngine { db, write_filter })
     }
 
     fn handle(&self, cf: Cf) -> Result<&rocksdb::ColumnFamily> {
@@ -296,6 +342,14 @@ impl Engine for RocksEngine {
         }
         Ok(total)
     }
+
+    fn set_compaction_filter(&self, cf: Cf, filter: Arc<dyn CompactionFilter>) -> bool {
+        if cf != FILTERED_CF {
+            return false;
+        }
+        *self.write_filter.write().unwrap_or_else(|e| e.into_inner()) = Some(filter);
+        true
+    }
 }
 
 #[cfg(test)]
@@ -410,6 +464,62 @@ mod tests {
             all.next();
         }
         assert_eq!(n, 800);
+    }
+
+    /// Drops the values "drop" while it is set to, counting the compactions it ran in.
+    struct DropMarked {
+        runs: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    impl CompactionFilter for DropMarked {
+        fn start(&self) -> strata_storage::engine::CompactionDecider {
+            self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::new(|_, v| v == b"drop")
+        }
+    }
+
+    #[test]
+    fn the_write_cf_compactions_run_the_filter_set_on_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = RocksEngine::open(dir.path()).expect("open");
+        let runs = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        assert!(!e.set_compaction_filter(Cf::Data, Arc::new(DropMarked { runs: runs.clone() })));
+        let write = |cf: Cf| {
+            let mut b = WriteBatch::default();
+            for i in 0..100u32 {
+                b.put(
+                    cf,
+                    format!("k{i:03}").into_bytes(),
+                    if i % 3 == 0 { b"drop".to_vec() } else { b"keep".to_vec() },
+                );
+            }
+            e.write(b, false).expect("write");
+            e.db.flush_cf(e.handle(cf).expect("cf")).expect("flush");
+        };
+        let count = |cf: Cf| {
+            let mut c = e.cursor(cf, b"", b"z").expect("cursor");
+            c.seek(b"");
+            let mut n = 0;
+            while c.valid().expect("valid") {
+                n += 1;
+                c.next();
+            }
+            n
+        };
+        // Before a filter is set, a compaction keeps everything.
+        write(Cf::Write);
+        e.compact_range(Cf::Write, b"", b"z").expect("compact");
+        assert_eq!(count(Cf::Write), 100);
+        assert!(e.set_compaction_filter(Cf::Write, Arc::new(DropMarked { runs: runs.clone() })));
+        // A flush does not filter; the compaction does, in this column family only.
+        write(Cf::Write);
+        write(Cf::Data);
+        assert_eq!(count(Cf::Write), 100);
+        e.compact_range(Cf::Write, b"", b"z").expect("compact");
+        e.compact_range(Cf::Data, b"", b"z").expect("compact");
+        assert_eq!(count(Cf::Write), 66);
+        assert_eq!(count(Cf::Data), 100);
+        assert!(runs.load(std::sync::atomic::Ordering::SeqCst) >= 1);
     }
 
     #[test]

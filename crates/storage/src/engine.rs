@@ -97,6 +97,20 @@ pub trait Cursor {
     }
 }
 
+/// One compaction's decider (`CompactionFilter::start`): called with each entry's key and
+/// value, in key order; `true` drops the entry.
+pub type CompactionDecider = Box<dyn FnMut(&[u8], &[u8]) -> bool + Send>;
+
+/// Decides, while an engine's background compaction rewrites a column family, which entries
+/// to drop (`Engine::set_compaction_filter`): garbage removed as a side effect of work the
+/// engine does anyway, instead of by a pass that reads everything. A compaction hands its
+/// entries in key order, but only those of the files it rewrites: entries of the same keys
+/// may sit in other files, so a decision may rely only on what this compaction has shown.
+pub trait CompactionFilter: Send + Sync + 'static {
+    /// The decider for one compaction.
+    fn start(&self) -> CompactionDecider;
+}
+
 /// An ordered key-value store with column families.
 pub trait Engine: Send + Sync + 'static {
     /// Reads one key.
@@ -138,4 +152,11 @@ pub trait Engine: Send + Sync + 'static {
     /// Approximate bytes the engine holds: live table files plus memtables, all column
     /// families.
     fn size_bytes(&self) -> Result<u64>;
+    /// Runs `filter` over the entries of `cf` that compactions from now on rewrite. Returns
+    /// false if the engine does not compact that column family (an in-memory engine, or a
+    /// column family it runs no filter on): the caller removes its garbage some other way.
+    fn set_compaction_filter(&self, cf: Cf, filter: std::sync::Arc<dyn CompactionFilter>) -> bool {
+        let _ = (cf, filter);
+        false
+    }
 }

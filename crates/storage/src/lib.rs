@@ -5,5 +5,5 @@
 pub mod engine;
 pub mod memory;
 
-pub use engine::{Cf, Cursor, Engine, WriteBatch};
+pub use engine::{Cf, CompactionFilter, Cursor, Engine, WriteBatch};
 pub use memory::MemoryEngine;
