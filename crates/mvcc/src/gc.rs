@@ -173,7 +173,10 @@ impl GcState {
         GcState {
             // What the store holds is unknown until a pass has walked it.
             pending: AtomicU64::new(0),
-            last_walk: parking_lot::Mutex::new(None),
+            // With the filter, the first periodic walk waits a whole interval too: a
+            // restarted server's compactions clear most of what it left, and a walk in
+            // the first minute would cost a busy server seconds of CPU at once.
+            last_walk: parking_lot::Mutex::new(filtered.then(Instant::now)),
             filter: filtered.then_some(filter),
         }
     }
