@@ -426,3 +426,54 @@ impl MvccStore {
         Ok((stats, oldest_above))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::Write;
+
+    fn entry(key: &str, commit: u64, kind: Kind, long: bool) -> (Vec<u8>, Vec<u8>) {
+        let short_value = (kind == Kind::Put && !long).then(|| b"v".to_vec());
+        let w = Write { kind, start_ts: Timestamp(commit - 1), short_value };
+        (versioned(&encode_user_key(key.as_bytes()), Timestamp(commit)), w.encode())
+    }
+
+    /// What one compaction over `entries` (in key order) drops, at `safe_point`.
+    fn run(filter: &Arc<WriteFilter>, entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<bool> {
+        let mut drops = WriteFilterHandle(filter.clone()).start();
+        entries.iter().map(|(k, v)| drops(k, v)).collect()
+    }
+
+    #[test]
+    fn a_compaction_drops_only_what_a_version_it_keeps_hides() {
+        let filter = Arc::new(WriteFilter::default());
+        let history = [
+            entry("a", 90, Kind::Put, false),
+            entry("a", 40, Kind::Rollback, false),
+            entry("a", 30, Kind::Put, true),
+            entry("a", 20, Kind::Lock, false),
+            entry("a", 10, Kind::Put, true),
+            entry("b", 45, Kind::Delete, false),
+            entry("b", 35, Kind::Put, true),
+            entry("c", 80, Kind::Put, false),
+        ];
+        // No safe point yet: nothing goes.
+        assert_eq!(run(&filter, &history), [false; 8]);
+        filter.safe_point.store(50, Ordering::SeqCst);
+        // Above the safe point everything stays; below it, the first Put or Delete of each
+        // key stays (a Delete too: older versions may be in other files), rollback and lock
+        // records go, and so does every version under a kept one, long values queued.
+        assert_eq!(run(&filter, &history), [false, true, false, true, true, false, true, false]);
+        assert_eq!(filter.removed.load(Ordering::SeqCst), 4);
+        let queued = filter.orphans.lock().clone();
+        let want: Vec<Vec<u8>> = [("a", 9), ("b", 34)]
+            .iter()
+            .map(|(k, start)| versioned(&encode_user_key(k.as_bytes()), Timestamp(*start)))
+            .collect();
+        assert_eq!(queued, want);
+        // A compaction that holds only the older versions of a key (the newer ones are in
+        // other files) keeps the newest of them: it cannot know what the others hold.
+        assert_eq!(run(&filter, &history[2..5]), [false, true, true]);
+        assert_eq!(run(&filter, &history[6..7]), [false]);
+    }
+}
