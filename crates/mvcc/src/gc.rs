@@ -85,6 +85,28 @@ impl CompactionFilter for WriteFilterHandle {
     }
 }
 
+/// GC's rule for a write record at or below the safe point, the walk's and the compaction
+/// filter's: whether it goes. `based` says whether a Put or Delete at or below the safe
+/// point of the same key (they come newest first) was kept; the first one is kept (a reader
+/// at the safe point may need it) and everything older goes, rollback and lock records
+/// always. A Delete kept that way still goes if the caller sees all of the key's versions
+/// (`whole`: the walk), since nothing older survives it.
+fn goes(kind: Kind, based: &mut bool, whole: bool) -> bool {
+    match kind {
+        Kind::Rollback | Kind::Lock | Kind::Pessimistic => true,
+        Kind::Put | Kind::Delete if !*based => {
+            *based = true;
+            kind == Kind::Delete && whole
+        }
+        Kind::Put | Kind::Delete => true,
+    }
+}
+
+/// The data-CF key of a Put's value kept there (too long for the record), if it is one.
+fn long_value_key(enc: &[u8], w: &WriteRef<'_>) -> Option<Vec<u8>> {
+    (w.kind == Kind::Put && w.short_value.is_none()).then(|| versioned(enc, w.start_ts))
+}
+
 /// One compaction's pass of `WriteFilter`. Entries come in key order, so each key's
 /// versions newest first. The rule is the walk's, restricted to what the compaction sees:
 /// at or below the safe point, rollback and lock records go; the first Put or Delete stays
@@ -117,20 +139,13 @@ impl FilterRun {
             return false;
         }
         let Ok(w) = WriteRef::decode(value) else { return false };
-        let drop = match w.kind {
-            Kind::Rollback | Kind::Lock | Kind::Pessimistic => true,
-            Kind::Put | Kind::Delete if !self.based => {
-                self.based = true;
-                false
-            }
-            Kind::Put | Kind::Delete => true,
-        };
-        if drop && w.kind == Kind::Put && w.short_value.is_none() {
+        let drop = goes(w.kind, &mut self.based, false);
+        if let Some(value) = long_value_key(enc, &w).filter(|_| drop) {
             let mut orphans = self.shared.orphans.lock();
             if orphans.len() >= MAX_ORPHANS {
                 return false;
             }
-            orphans.push(versioned(enc, w.start_ts));
+            orphans.push(value);
         }
         self.removed += u64::from(drop);
         drop
@@ -180,9 +195,7 @@ impl GcState {
             filter: filtered.then_some(filter),
         }
     }
-}
 
-impl GcState {
     /// The oldest timestamp at which a pass could remove something `batch` puts (None:
     /// it puts nothing that counts): the commit timestamp of its latest records, and for
     /// its write records their own timestamp but not below that commit timestamp. A
@@ -280,13 +293,16 @@ impl MvccStore {
         // A dropped write record's value is invisible to every reader whether or not the
         // compaction that dropped it is installed yet: it was below a kept version.
         let orphans = std::mem::take(&mut *filter.orphans.lock());
-        for chunk in orphans.chunks(ORPHAN_BATCH) {
-            let mut batch = WriteBatch::default();
-            for key in chunk {
-                batch.delete(Cf::Data, key.clone());
+        let mut batch = WriteBatch::default();
+        for key in orphans {
+            batch.delete(Cf::Data, key);
+            stats.values_removed += 1;
+            if batch.ops.len() >= ORPHAN_BATCH {
+                self.engine().write(std::mem::take(&mut batch), false)?;
             }
+        }
+        if !batch.is_empty() {
             self.engine().write(batch, false)?;
-            stats.values_removed += chunk.len() as u64;
         }
         Ok(stats)
     }
@@ -393,26 +409,12 @@ impl MvccStore {
                     }
                 }
             }
-            if commit_ts <= safe_point {
-                let remove = match w.kind {
-                    Kind::Rollback | Kind::Lock | Kind::Pessimistic => true,
-                    Kind::Put if !kept_base => {
-                        kept_base = true;
-                        false
-                    }
-                    Kind::Delete if !kept_base => {
-                        kept_base = true;
-                        true
-                    }
-                    Kind::Put | Kind::Delete => true,
-                };
-                if remove {
-                    batch.delete(Cf::Write, c.key().to_vec());
-                    if w.kind == Kind::Put && w.short_value.is_none() {
-                        batch.delete(Cf::Data, versioned(enc, w.start_ts));
-                    }
-                    stats.versions_removed += 1;
+            if commit_ts <= safe_point && goes(w.kind, &mut kept_base, true) {
+                batch.delete(Cf::Write, c.key().to_vec());
+                if let Some(value) = long_value_key(enc, &w) {
+                    batch.delete(Cf::Data, value);
                 }
+                stats.versions_removed += 1;
             }
             if batch.ops.len() >= 4096 {
                 engine.write(std::mem::take(&mut batch), false)?;
