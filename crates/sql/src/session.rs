@@ -1270,7 +1270,7 @@ impl Session {
         if let Some(spec) = crate::load::parse(sql) {
             self.warnings.clear();
             let r = match spec {
-                Ok(spec) => Box::pin(self.load_data(spec, client.files())).await,
+                Ok(spec) => self.load_data(spec, client.files()).await,
                 Err(e) => Err(e),
             };
             return vec![r];
@@ -1671,7 +1671,7 @@ impl Session {
                 if let Some(old) = self.named.remove(&name) {
                     self.close_prepared(old);
                 }
-                Some(Box::pin(self.prepare(&text)).await.map(|(id, _, _)| {
+                Some(self.prepare(&text).await.map(|(id, _, _)| {
                     self.named.insert(name, id);
                     QueryResult::ok(0)
                 }))
@@ -1702,7 +1702,7 @@ impl Session {
                 if self.prepared_params(id) != Some(values.len()) {
                     return Some(Err(Error::user(Code::WrongArguments, "Incorrect arguments to EXECUTE")));
                 }
-                Some(Box::pin(self.execute_prepared(id, &values)).await)
+                Some(self.execute_prepared(id, &values).await)
             }
             ("deallocate" | "drop", Some(p)) if p == "prepare" && tokens.len() == 3 => {
                 let name = word(2)?;
@@ -2243,19 +2243,19 @@ impl Session {
         }
         if let Some(stmt) = crate::grants::parse(sql) {
             return Some(match stmt {
-                Ok(stmt) => Box::pin(self.account_stmt(stmt)).await,
+                Ok(stmt) => self.account_stmt(stmt).await,
                 Err(e) => Err(e),
             });
         }
         if let Some(stmt) = crate::replica::parse(sql) {
             return Some(match stmt {
-                Ok(stmt) => Box::pin(self.set_replica(stmt)).await,
+                Ok(stmt) => self.set_replica(stmt).await,
                 Err(e) => Err(e),
             });
         }
         if let Some(stmt) = crate::cached_table::parse(sql) {
             return Some(match stmt {
-                Ok(stmt) => Box::pin(self.set_cache(stmt)).await,
+                Ok(stmt) => self.set_cache(stmt).await,
                 Err(e) => Err(e),
             });
         }
@@ -2285,11 +2285,11 @@ impl Session {
                     rows,
                 }))
             }
-            ["admin", "check", "table", ..] => Some(Box::pin(self.admin_check(t)).await),
-            ["analyze", ..] => Some(Box::pin(self.analyze(t)).await),
+            ["admin", "check", "table", ..] => Some(self.admin_check(t).await),
+            ["analyze", ..] => Some(self.analyze(t).await),
             ["show", kind, ..] if kind.starts_with("stats_") => Some(self.show_stats(t)),
-            ["check", "table", ..] => Some(Box::pin(self.check_or_checksum(t, false)).await),
-            ["checksum", "table", ..] => Some(Box::pin(self.check_or_checksum(t, true)).await),
+            ["check", "table", ..] => Some(self.check_or_checksum(t, false).await),
+            ["checksum", "table", ..] => Some(self.check_or_checksum(t, true).await),
             // mysqldump brackets each table's rows with these; like InnoDB, there are no
             // non-unique index builds to defer, so they change nothing (the table must exist).
             ["alter", "table", name, "disable" | "enable", "keys"] => {
@@ -2539,33 +2539,32 @@ impl Session {
             S::CreateDatabase { db_name, if_not_exists, .. } => {
                 self.commit().await?;
                 let name = crate::binder::split_name(db_name)?.1;
-                Box::pin(self.engine.create_database(&name, *if_not_exists)).await
+                self.engine.create_database(&name, *if_not_exists).await
             }
             S::CreateSchema { schema_name: ast::SchemaName::Simple(n), if_not_exists, .. } => {
                 self.commit().await?;
                 let name = crate::binder::split_name(n)?.1;
-                Box::pin(self.engine.create_database(&name, *if_not_exists)).await
+                self.engine.create_database(&name, *if_not_exists).await
             }
             S::CreateTable(ct) => {
                 self.commit().await?;
-                Box::pin(self.engine.create_table(ct, &self.db)).await
+                self.engine.create_table(ct, &self.db).await
             }
             S::CreateIndex(ci) => {
                 self.refuse_if_cached(&ci.table_name, "Create Index")?;
                 self.commit().await?;
-                Box::pin(self.engine.create_index(ci, &self.db)).await
+                self.engine.create_index(ci, &self.db).await
             }
             S::CreateView(cv) => {
                 self.commit().await?;
                 let info = self.info();
-                Box::pin(self.engine.create_view(cv, &info)).await
+                self.engine.create_view(cv, &info).await
             }
             S::AlterTable(at) => {
                 self.refuse_if_cached(&at.name, "Alter Table")?;
                 self.commit().await?;
                 let own_fast = matches!(_tables, Some(crate::table_locks::Entry::Fast(_)));
-                Box::pin(self.engine.alter_table(at, &self.db, (self.conn_id, own_fast), self.lock_wait_timeout()))
-                    .await
+                self.engine.alter_table(at, &self.db, (self.conn_id, own_fast), self.lock_wait_timeout()).await
             }
             S::Drop { object_type, if_exists, names, table, .. } => {
                 match (object_type, table) {
@@ -2579,13 +2578,13 @@ impl Session {
                 }
                 self.commit().await?;
                 match object_type {
-                    ast::ObjectType::Table => Box::pin(self.engine.drop_tables(names, *if_exists, &self.db)).await,
-                    ast::ObjectType::View => Box::pin(self.engine.drop_views(names, *if_exists, &self.db)).await,
+                    ast::ObjectType::Table => self.engine.drop_tables(names, *if_exists, &self.db).await,
+                    ast::ObjectType::View => self.engine.drop_views(names, *if_exists, &self.db).await,
                     ast::ObjectType::Database | ast::ObjectType::Schema => {
                         let mut last = QueryResult::ok(0);
                         for n in names {
                             let name = crate::binder::split_name(n)?.1;
-                            last = Box::pin(self.engine.drop_database(&name, *if_exists)).await?;
+                            last = self.engine.drop_database(&name, *if_exists).await?;
                             let catalog = &self.engine.catalog;
                             self.engine.cached.retain(|id| {
                                 catalog
@@ -2606,7 +2605,7 @@ impl Session {
                             .map(|n| crate::binder::split_name(n).map(|x| x.1))
                             .transpose()?
                             .unwrap_or_default();
-                        Box::pin(self.engine.drop_index_stmt(&idx, t, &self.db)).await
+                        self.engine.drop_index_stmt(&idx, t, &self.db).await
                     }
                     other => Err(Error::unsupported(format!("DROP {other}"))),
                 }
@@ -2621,7 +2620,7 @@ impl Session {
                     .first()
                     .map(|n| n.name.clone())
                     .ok_or_else(|| Error::parse("TRUNCATE needs a table"))?;
-                Box::pin(self.engine.truncate(&name, &self.db)).await
+                self.engine.truncate(&name, &self.db).await
             }
             S::ShowStatus { filter, global, .. } => {
                 let reads = if *global { &self.engine.reads } else { &self.reads };
