@@ -1136,6 +1136,11 @@ fn accumulate(acc: &mut Acc, v: Value, concat_max: usize, held: &mut Charge) -> 
     Ok(())
 }
 
+/// A group with these values and fresh accumulators.
+fn new_group(vals: Row, aggs: &[AggCall]) -> Group {
+    (vals, aggs.iter().map(|a| new_acc(a.func)).collect(), aggs.iter().map(|_| HashSet::new()).collect())
+}
+
 /// Groups, DISTINCT sets and GROUP_CONCAT texts are charged to the statement as they grow.
 /// With `rollup` every row also feeds the super-aggregate groups of each prefix of the
 /// group columns (the rest NULL), and groups come out sorted by their values with each
@@ -1156,53 +1161,64 @@ async fn aggregate(
     let concat_max = crate::context::limits().group_concat_max_len;
     let level_count = if rollup { group.len() + 1 } else { 1 };
     let mut targets = Vec::with_capacity(level_count);
+    // Without GROUP BY every row feeds the one group: no key to build and look up per row.
+    let single = group.is_empty() && !rollup;
+    // One aggregate call's argument values, reused from row to row.
+    let mut args: Vec<Value> = Vec::new();
     while let Some(rows) = input.next(ctx).await? {
         for r in rows.iter() {
             checkpoint().await?;
-            let mut gvals = Vec::with_capacity(group.len());
-            let mut key = Vec::new();
-            // End of each group column's encoding in `key`.
-            let mut ends = Vec::with_capacity(group.len());
-            for g in group {
-                let v = ctx.eval(g, r).await?;
-                memcmp::encode_value(&mut key, &normalize_join_key(&v));
-                ends.push(key.len());
-                gvals.push(v);
-            }
-            targets.clear();
-            for level in 0..level_count {
-                let kept = group.len() - level;
-                let lookup = if rollup {
-                    let mut k = vec![level as u8];
-                    k.extend_from_slice(&key[..if kept == 0 { 0 } else { ends[kept - 1] }]);
-                    k
-                } else {
-                    std::mem::take(&mut key)
-                };
-                let gi = match index.get(&lookup) {
-                    Some(i) => *i,
-                    None => {
-                        let mut vals: Row = if rollup { gvals[..kept].to_vec() } else { std::mem::take(&mut gvals) };
-                        vals.resize(group.len(), Value::Null);
-                        held.add(group_size + 2 * lookup.len())?;
-                        held.add_row(&vals)?;
-                        groups.push((
-                            vals,
-                            aggs.iter().map(|a| new_acc(a.func)).collect(),
-                            aggs.iter().map(|_| HashSet::new()).collect(),
-                        ));
-                        levels.push(level);
-                        index.insert(lookup, groups.len() - 1);
-                        groups.len() - 1
-                    }
-                };
-                targets.push(gi);
+            if single {
+                if groups.is_empty() {
+                    held.add(group_size)?;
+                    groups.push(new_group(Vec::new(), aggs));
+                    levels.push(0);
+                }
+                targets.clear();
+                targets.push(0);
+            } else {
+                let mut gvals = Vec::with_capacity(group.len());
+                let mut key = Vec::new();
+                // End of each group column's encoding in `key`.
+                let mut ends = Vec::with_capacity(group.len());
+                for g in group {
+                    let v = ctx.eval(g, r).await?;
+                    memcmp::encode_value(&mut key, &normalize_join_key(&v));
+                    ends.push(key.len());
+                    gvals.push(v);
+                }
+                targets.clear();
+                for level in 0..level_count {
+                    let kept = group.len() - level;
+                    let lookup = if rollup {
+                        let mut k = vec![level as u8];
+                        k.extend_from_slice(&key[..if kept == 0 { 0 } else { ends[kept - 1] }]);
+                        k
+                    } else {
+                        std::mem::take(&mut key)
+                    };
+                    let gi = match index.get(&lookup) {
+                        Some(i) => *i,
+                        None => {
+                            let mut vals: Row =
+                                if rollup { gvals[..kept].to_vec() } else { std::mem::take(&mut gvals) };
+                            vals.resize(group.len(), Value::Null);
+                            held.add(group_size + 2 * lookup.len())?;
+                            held.add_row(&vals)?;
+                            groups.push(new_group(vals, aggs));
+                            levels.push(level);
+                            index.insert(lookup, groups.len() - 1);
+                            groups.len() - 1
+                        }
+                    };
+                    targets.push(gi);
+                }
             }
             for (ai, call) in aggs.iter().enumerate() {
                 if call.func == AggFunc::Grouping {
                     continue;
                 }
-                let mut args = Vec::with_capacity(call.args.len());
+                args.clear();
                 for a in &call.args {
                     args.push(ctx.eval(a, r).await?);
                 }
@@ -1218,7 +1234,7 @@ async fn aggregate(
                 } else {
                     None
                 };
-                let mut v = args.into_iter().next().unwrap_or(Value::Null);
+                let mut v = if args.is_empty() { Value::Null } else { args.swap_remove(0) };
                 for (ti, &gi) in targets.iter().enumerate() {
                     if let Some(k) = &distinct_key {
                         if !groups[gi].2[ai].insert(k.clone()) {
@@ -1258,7 +1274,7 @@ async fn aggregate(
         levels = order.iter().map(|&i| levels[i]).collect();
     }
     if groups.is_empty() && group.is_empty() {
-        groups.push((Vec::new(), aggs.iter().map(|a| new_acc(a.func)).collect(), Vec::new()));
+        groups.push(new_group(Vec::new(), aggs));
     }
     let mut out = Rows::new();
     let n = group.len();

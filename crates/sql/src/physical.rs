@@ -14,7 +14,7 @@ use crate::binder::{and_all, comparable_keys, expr_class, key_serves, Scope};
 use crate::catalog::TableInfo;
 use crate::expr::{BinOp, Expr, SubqueryKind};
 use crate::logical::{JoinInput, LogicalPlan, LogicalSubquery};
-use crate::plan::{Access, JoinKind, KeyRange, Plan, SubqueryPlan};
+use crate::plan::{Access, JoinKind, KeyRange, Plan, Residual, SubqueryPlan};
 
 /// The physical plan of a logical plan.
 pub fn plan(lp: LogicalPlan) -> Result<Plan> {
@@ -255,13 +255,17 @@ fn join(inputs: Vec<JoinInput>, mut preds: Vec<Expr>, scope: &Scope) -> Result<P
 /// A row-constructor IN list: the column offsets and the candidate tuples.
 type RowIn = (Vec<usize>, Vec<Vec<Expr>>);
 
-/// Column bounds gathered from predicates.
+/// Column bounds gathered from predicates, with the positions of the conjuncts (in the
+/// scan's local predicates) `eq`, `lower` and `upper` were taken from.
 #[derive(Default, Clone)]
 struct ColumnBounds {
     eq: Option<Expr>,
     in_list: Option<Vec<Expr>>,
     lower: Option<(Expr, bool)>,
     upper: Option<(Expr, bool)>,
+    eq_from: Option<usize>,
+    lower_from: Option<usize>,
+    upper_from: Option<usize>,
 }
 
 fn gather_bounds(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -> (Vec<ColumnBounds>, Option<RowIn>) {
@@ -270,7 +274,7 @@ fn gather_bounds(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -
     for (c, e) in eq_keys {
         b[*c].eq = Some(e.clone());
     }
-    for p in local {
+    for (i, p) in local.iter().enumerate() {
         match p {
             Expr::Binary(op, x, y) => {
                 let (col, val, op) = match (&**x, &**y) {
@@ -280,11 +284,9 @@ fn gather_bounds(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -
                 };
                 let cb = &mut b[col];
                 match op {
-                    BinOp::Eq => cb.eq = cb.eq.take().or(Some(val)),
-                    BinOp::Gt => cb.lower = Some((val, false)),
-                    BinOp::GtEq => cb.lower = Some((val, true)),
-                    BinOp::Lt => cb.upper = Some((val, false)),
-                    BinOp::LtEq => cb.upper = Some((val, true)),
+                    BinOp::Eq if cb.eq.is_none() => (cb.eq, cb.eq_from) = (Some(val), Some(i)),
+                    BinOp::Gt | BinOp::GtEq => (cb.lower, cb.lower_from) = (Some((val, op == BinOp::GtEq)), Some(i)),
+                    BinOp::Lt | BinOp::LtEq => (cb.upper, cb.upper_from) = (Some((val, op == BinOp::LtEq)), Some(i)),
                     _ => {}
                 }
             }
@@ -293,6 +295,7 @@ fn gather_bounds(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)]) -
                     if lo.is_row_constant() && hi.is_row_constant() {
                         b[c].lower = Some(((**lo).clone(), true));
                         b[c].upper = Some(((**hi).clone(), true));
+                        (b[c].lower_from, b[c].upper_from) = (Some(i), Some(i));
                     }
                 }
             }
@@ -326,23 +329,33 @@ pub(crate) fn flip(op: BinOp) -> BinOp {
     }
 }
 
-fn key_range(cols: &[usize], b: &[ColumnBounds]) -> (KeyRange, usize) {
+/// The key range `b` gives the key columns `cols` (equality on leading ones, then bounds
+/// on the next), its score, and the positions in `local` of the conjuncts it holds whole.
+fn key_range(cols: &[usize], b: &[ColumnBounds], local: &[Expr]) -> (KeyRange, usize, Vec<usize>) {
     let mut r = KeyRange::default();
     let mut score = 0;
+    let mut used = Vec::new();
     for &c in cols {
         if let Some(e) = &b[c].eq {
             r.eq.push(e.clone());
+            used.extend(b[c].eq_from);
             score += 2;
             continue;
         }
         if b[c].lower.is_some() || b[c].upper.is_some() {
             r.lower = b[c].lower.clone();
             r.upper = b[c].upper.clone();
+            let (lower_from, upper_from) = (b[c].lower_from, b[c].upper_from);
+            // A BETWEEN is in the range only while both its bounds are (a later conjunct
+            // may have replaced one).
+            let whole =
+                |i: &usize| !matches!(local[*i], Expr::Between(..)) || (lower_from, upper_from) == (Some(*i), Some(*i));
+            used.extend(lower_from.iter().chain(&upper_from).filter(|i| whole(i)));
             score += 1;
         }
         break;
     }
-    (r, score)
+    (r, score, used)
 }
 
 /// Chooses the access path for a table from its local predicates (bound to its row) and
@@ -405,22 +418,27 @@ pub fn choose_access(table: &TableInfo, local: &[Expr], eq_keys: &[(usize, Expr)
             }
         }
     }
-    let mut best: (usize, Access) = (0, Access::Full);
+    let mut best: (usize, Access, Vec<usize>) = (0, Access::Full, Vec::new());
     if let Some(pk) = &table.pk {
-        let (r, score) = key_range(pk, &b);
+        let (r, score, used) = key_range(pk, &b, local);
         if score > 0 {
-            best = (score * 2 + 1, Access::PkRange(r));
+            best = (score * 2 + 1, Access::PkRange(r), used);
         }
     }
     for (i, idx) in table.indexes.iter().enumerate().filter(|(_, x)| x.is_public()) {
-        let (r, score) = key_range(&idx.columns, &b);
+        let (r, score, used) = key_range(&idx.columns, &b, local);
         let unique_full = idx.unique && r.eq.len() == idx.columns.len();
         let s = score * 2 + if unique_full { 3 } else { 0 };
         if s > best.0 {
-            best = (s, Access::Index(i, r));
+            best = (s, Access::Index(i, r), used);
         }
     }
-    best.1
+    let (_, mut access, used) = best;
+    if let Access::PkRange(r) | Access::Index(_, r) = &mut access {
+        let rest = local.iter().enumerate().filter(|(i, _)| !used.contains(i)).map(|(_, e)| e.clone());
+        r.residual = Residual::Rest(and_all(rest.collect()));
+    }
+    access
 }
 
 /// Pushes LIMIT (+ OFFSET) into a single-table scan whose key order is the query's order:
@@ -462,4 +480,96 @@ pub fn push_limit_into_scan(plan: &mut Plan, limit: Option<&Expr>, offset: Optio
         }
     }
     *scan_limit = Some(n);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{ColumnInfo, IndexInfo, IndexState};
+    use crate::types::ColumnType;
+
+    /// `t (c0 INT PRIMARY KEY, c1 INT, c2 INT, KEY (c1))`.
+    fn table() -> TableInfo {
+        let column = |id: u32| ColumnInfo {
+            id,
+            name: format!("c{}", id - 1),
+            ty: ColumnType::Int { bytes: 4, unsigned: false },
+            nullable: id != 1,
+            default: None,
+            auto_increment: false,
+            on_update_now: false,
+            unsigned: false,
+            generated: None,
+        };
+        TableInfo {
+            id: 1,
+            db: "test".into(),
+            name: "t".into(),
+            columns: (1..=3).map(column).collect(),
+            pk: Some(vec![0]),
+            indexes: vec![IndexInfo {
+                id: 1,
+                name: "k1".into(),
+                columns: vec![1],
+                unique: false,
+                state: IndexState::Public,
+            }],
+            next_column_id: 4,
+            next_index_id: 2,
+            checks: Vec::new(),
+            columnar_replica: None,
+            cached: false,
+        }
+    }
+
+    fn cmp(op: BinOp, c: usize, n: i64) -> Expr {
+        Expr::Binary(op, Box::new(Expr::Column(c)), Box::new(Expr::lit(Value::Int(n))))
+    }
+
+    fn between(c: usize, lo: i64, hi: i64) -> Expr {
+        Expr::Between(
+            Box::new(Expr::Column(c)),
+            Box::new(Expr::lit(Value::Int(lo))),
+            Box::new(Expr::lit(Value::Int(hi))),
+            false,
+        )
+    }
+
+    /// The residual of the access path chosen for `local`, as text.
+    fn residual(local: &[Expr]) -> String {
+        match choose_access(&table(), local, &[]) {
+            Access::PkRange(r) | Access::Index(_, r) => match r.residual {
+                Residual::Rest(rest) => format!("{rest:?}"),
+                Residual::Whole => "whole".into(),
+            },
+            other => format!("no range: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_range_leaves_out_the_conjuncts_it_was_built_from() {
+        // c0 BETWEEN 1 AND 5 AND c2 < 3: the range holds the BETWEEN, c2 < 3 is left.
+        let rest = residual(&[between(0, 1, 5), cmp(BinOp::Lt, 2, 3)]);
+        assert_eq!(rest, format!("{:?}", Some(cmp(BinOp::Lt, 2, 3))));
+        // Both bounds from separate conjuncts, on the index: nothing is left.
+        assert_eq!(residual(&[cmp(BinOp::GtEq, 1, 1), cmp(BinOp::Lt, 1, 9)]), "None");
+        // Two lower bounds: the range takes the last; the other is still checked.
+        let rest = residual(&[cmp(BinOp::Gt, 0, 1), cmp(BinOp::Gt, 0, 3)]);
+        assert_eq!(rest, format!("{:?}", Some(cmp(BinOp::Gt, 0, 1))));
+        // A BETWEEN whose lower bound a later conjunct replaced stays whole (BETWEEN NULL
+        // AND 3 matches nothing, whatever the range says).
+        let b = Expr::Between(
+            Box::new(Expr::Column(0)),
+            Box::new(Expr::lit(Value::Null)),
+            Box::new(Expr::lit(Value::Int(3))),
+            false,
+        );
+        let rest = residual(&[b.clone(), cmp(BinOp::GtEq, 0, 2)]);
+        assert_eq!(rest, format!("{:?}", Some(b)));
+        // Two equalities on the index column: the second one stays (it may contradict).
+        let rest = residual(&[cmp(BinOp::Eq, 1, 1), cmp(BinOp::Eq, 1, 2)]);
+        assert_eq!(rest, format!("{:?}", Some(cmp(BinOp::Eq, 1, 2))));
+        // A conjunct on a column no key starts with gives no range at all.
+        assert!(residual(&[cmp(BinOp::Lt, 2, 3)]).starts_with("no range"));
+    }
 }

@@ -33,6 +33,23 @@ pub struct KeyRange {
     pub lower: Option<(Expr, bool)>,
     /// Upper bound on the next column: (value, inclusive).
     pub upper: Option<(Expr, bool)>,
+    /// What of the scan's filter each row still needs when the key bounds are exact.
+    pub residual: Residual,
+}
+
+/// What of a scan's filter a row read through an exact key range still has to satisfy.
+/// The range's values come from conjuncts of the filter; when every one converts to a key
+/// bound that means the same as the comparison (`keyconv::KeyConv::At` exact, or a bound
+/// that excludes nothing), the key range alone decides those conjuncts (TiDB's access
+/// conditions, as against its filter conditions), so sysbench's `id BETWEEN ? AND ?` is
+/// not evaluated again on each of the 100 rows it reads.
+#[derive(Clone, Debug, Default)]
+pub enum Residual {
+    /// The whole filter (nothing is known about where the bounds came from).
+    #[default]
+    Whole,
+    /// The filter less the conjuncts the range was built from (None: nothing is left).
+    Rest(Option<Expr>),
 }
 
 /// Join kinds.

@@ -1,9 +1,9 @@
 //! Differential test of access paths: random tables of mixed column types are loaded twice,
 //! once with a primary key and an index on every column, once with no key at all, and
 //! generated predicates (comparisons with constants of every type, BETWEEN, IN, IS NULL,
-//! AND/OR/NOT, LIMIT) and equi-joins between columns of different types must return the
-//! same rows from both: index ranges, point gets, lookup and hash joins against full scans
-//! and nested loops. Some queries also project a random expression (functions of every
+//! AND/OR/NOT, LIMIT; some read with FOR UPDATE on the keyed side) and equi-joins between
+//! columns of different types must return the same rows from both: index ranges, point
+//! gets, lookup and hash joins against full scans and nested loops. Some queries also project a random expression (functions of every
 //! family over columns and odd constants), so both sides evaluate it on the same rows.
 //! `STRATA_DIFF_SEED` replays a run, `STRATA_DIFF_QUERIES` lengthens it, and
 //! `STRATA_DIFF_SECS` runs until that much time has passed (`scripts/fuzz.sh`, the SQL
@@ -310,8 +310,10 @@ async fn access_paths_agree_with_full_scans() {
             let p = predicate(&mut rng, 0);
             let limit =
                 if rng.gen_range(0..4) == 0 { format!(" LIMIT {}", rng.gen_range(1..5)) } else { String::new() };
+            // Some reads lock (current reads take each row's latest version).
+            let lock = if q % 3 == 1 { " FOR UPDATE" } else { "" };
             (
-                format!("SELECT id FROM t_idx WHERE {p} ORDER BY id{limit}"),
+                format!("SELECT id FROM t_idx WHERE {p} ORDER BY id{limit}{lock}"),
                 format!("SELECT id FROM t_plain WHERE {p} ORDER BY id{limit}"),
             )
         };

@@ -26,7 +26,7 @@ use crate::context::{count_reads, row_size, Charge, Read};
 use crate::expr::{Expr, Row, SubqueryValues};
 use crate::interrupt::checkpoint;
 use crate::keyconv::{key_conv, KeyConv, Side};
-use crate::plan::{Access, KeyRange, Plan};
+use crate::plan::{Access, KeyRange, Plan, Residual};
 use crate::table::{decode_masked, handle_from_index_entry, index_value_prefix, pk_prefix, row_key};
 use crate::types::ColumnType;
 
@@ -219,23 +219,37 @@ impl<'p> ScanStream<'p> {
                 let pk = table.pk.clone().unwrap_or_default();
                 let EqKey::Values(vals) = eq_values(ctx, &r.eq, &pk, table)? else { return Ok(out) };
                 let next = pk.get(r.eq.len()).map(|c| &table.columns[*c].ty);
-                let Some((start, end)) = range_bounds(ctx, pk_prefix(table, &vals), r, next)? else {
+                let Some(b) = range_bounds(ctx, pk_prefix(table, &vals), r, next)? else {
                     return Ok(out);
                 };
-                out.push_back(Segment::Rows { start, end });
+                // Primary key columns hold no NULL.
+                self.narrow_filter(r, b.decide(r, false));
+                out.push_back(Segment::Rows { start: b.start, end: b.end });
             }
             Access::Index(i, r) => {
                 let index = &table.indexes[*i];
                 let EqKey::Values(vals) = eq_values(ctx, &r.eq, &index.columns, table)? else { return Ok(out) };
-                let next = index.columns.get(r.eq.len()).map(|c| &table.columns[*c].ty);
+                let next = index.columns.get(r.eq.len()).map(|c| &table.columns[*c]);
                 let base = index_value_prefix(table, index, &[]).len();
-                let Some((start, end)) = range_bounds(ctx, index_value_prefix(table, index, &vals), r, next)? else {
+                let Some(b) = range_bounds(ctx, index_value_prefix(table, index, &vals), r, next.map(|c| &c.ty))?
+                else {
                     return Ok(out);
                 };
-                out.push_back(Segment::Index { index: *i, base, start, end });
+                // A locking read takes each row's latest version, whose indexed values may
+                // have moved out of the range the index entry was found in.
+                self.narrow_filter(r, !self.lock && b.decide(r, next.is_some_and(|c| c.nullable)));
+                out.push_back(Segment::Index { index: *i, base, start: b.start, end: b.end });
             }
         }
         Ok(out)
+    }
+
+    /// Checks rows against `range`'s residual instead of the whole filter when the key
+    /// range decides the rest (`decided`).
+    fn narrow_filter(&mut self, range: &'p KeyRange, decided: bool) {
+        if let (true, Residual::Rest(rest)) = (decided, &range.residual) {
+            self.filter = rest.as_ref();
+        }
     }
 
     fn matches(&self, ctx: &ExecCtx, row: &Row) -> Result<bool> {
@@ -473,49 +487,80 @@ pub async fn scan_batches(
     Ok(())
 }
 
+/// The key bytes of a range on the key column after `prefix`.
+struct KeyBounds {
+    start: Vec<u8>,
+    end: Vec<u8>,
+    /// Every bound became a key bound meaning the same as its comparison (or one that
+    /// excludes nothing): the range alone decides the conjuncts it was built from.
+    exact: bool,
+    /// A lower key bound keeps out the column's NULLs (they sort first); without one, a
+    /// range over a nullable column holds them while any comparison rejects them.
+    nulls_out: bool,
+}
+
+impl KeyBounds {
+    /// Whether rows read through these bounds need only `range`'s residual filter, not the
+    /// whole one: the bounds are exact and any NULL they let in fails no dropped conjunct
+    /// (`nullable`: the bounded column may hold NULL).
+    fn decide(&self, range: &KeyRange, nullable: bool) -> bool {
+        let bounded = range.lower.is_some() || range.upper.is_some();
+        self.exact && (self.nulls_out || !bounded || !nullable)
+    }
+}
+
 /// The key bytes of a range bound on the key column after `prefix`: None when no row can
-/// match, else `(start, end)`. Bounds the key order cannot serve are left open (the filter
-/// decides); inexact ones are inclusive.
+/// match. Bounds the key order cannot serve are left open (the filter decides); inexact
+/// ones are inclusive.
 fn range_bounds(
     ctx: &ExecCtx,
     prefix: Vec<u8>,
     range: &KeyRange,
     next_col: Option<&ColumnType>,
-) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-    let mut start = prefix.clone();
-    let mut end = prefix_end(&prefix);
+) -> Result<Option<KeyBounds>> {
+    let mut b = KeyBounds { start: prefix.clone(), end: prefix_end(&prefix), exact: true, nulls_out: false };
     let lower = range.lower.as_ref().map(|(e, incl)| ctx.eval_const(e).map(|v| (v, *incl))).transpose()?;
     let upper = range.upper.as_ref().map(|(e, incl)| ctx.eval_const(e).map(|v| (v, *incl))).transpose()?;
+    let Some(ty) = next_col else {
+        b.exact = lower.is_none() && upper.is_none();
+        return Ok(Some(b));
+    };
     // A string key bounded by a string and a number (BETWEEN 1 AND 'x') compares as doubles
     // throughout: neither bound follows the key's order.
-    if next_col.is_some_and(|t| t.is_string())
+    if ty.is_string()
         && [&lower, &upper].iter().any(|b| b.as_ref().is_some_and(|(v, _)| !matches!(v, Value::Bytes(_) | Value::Null)))
     {
-        return Ok(Some((start, end)));
+        b.exact = false;
+        return Ok(Some(b));
     }
-    if let (Some((v, incl)), Some(ty)) = (&lower, next_col) {
+    if let Some((v, incl)) = &lower {
         match key_conv(ty, v, Side::Lower) {
             KeyConv::Empty => return Ok(None),
-            KeyConv::Unbounded | KeyConv::Unusable => {}
+            KeyConv::Unbounded => {}
+            KeyConv::Unusable => b.exact = false,
             KeyConv::At(v, exact) => {
                 let mut k = prefix.clone();
                 memcmp::encode_value(&mut k, &crate::table::key_value(&v));
-                start = if *incl || !exact { k } else { prefix_end(&k) };
+                b.start = if *incl || !exact { k } else { prefix_end(&k) };
+                b.exact &= exact;
+                b.nulls_out = true;
             }
         }
     }
-    if let (Some((v, incl)), Some(ty)) = (&upper, next_col) {
+    if let Some((v, incl)) = &upper {
         match key_conv(ty, v, Side::Upper) {
             KeyConv::Empty => return Ok(None),
-            KeyConv::Unbounded | KeyConv::Unusable => {}
+            KeyConv::Unbounded => {}
+            KeyConv::Unusable => b.exact = false,
             KeyConv::At(v, exact) => {
-                let mut k = prefix.clone();
+                let mut k = prefix;
                 memcmp::encode_value(&mut k, &crate::table::key_value(&v));
-                end = if *incl || !exact { prefix_end(&k) } else { k };
+                b.end = if *incl || !exact { prefix_end(&k) } else { k };
+                b.exact &= exact;
             }
         }
     }
-    Ok(Some((start, end)))
+    Ok(Some(b))
 }
 
 /// The row keys of a point access's tuples, each once, in the tuples' order (a tuple no
