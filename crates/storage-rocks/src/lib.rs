@@ -55,11 +55,12 @@ const BLOOM_BITS_PER_KEY: f64 = 10.0;
 /// 756 to 566 TPS within a minute; with 4-8 MiB it stays flat (BENCHMARKS.md).
 const LATEST_WRITE_BUFFER_BYTES: usize = 8 << 20;
 
-/// Level-0 files of the latest CF that start a compaction into level 1. Its small
-/// memtables make small files, and each compaction rewrites the part of level 1 they
-/// overlap: with RocksDB's 4, a TPC-C load compacted the latest CF at a write
-/// amplification of 3-10 per compaction.
-const LATEST_L0_COMPACTION_TRIGGER: i32 = 8;
+/// Level-0 files of the latest CF that start a compaction into level 1. Every level-0
+/// file is one more sorted run a range scan merges and steps through (each holds its own
+/// entry of every hot key): at 8, sysbench oltp_read_write ran 5-21% slower than at 4 in 7
+/// of 8 interleaved pairs, while the sysbench and 4-warehouse TPC-C loads took as long
+/// (BENCHMARKS.md, session 31). RocksDB's default, kept explicit.
+const LATEST_L0_COMPACTION_TRIGGER: i32 = 4;
 
 /// Compression by LSM level: none for the two levels every write passes through (a flush
 /// writes level 0, and level 0 is compacted into level 1 soon after), LZ4 below, where the
