@@ -57,9 +57,10 @@ const LATEST_WRITE_BUFFER_BYTES: usize = 8 << 20;
 
 /// Level-0 files of the latest CF that start a compaction into level 1. Every level-0
 /// file is one more sorted run a range scan merges and steps through (each holds its own
-/// entry of every hot key): at 8, sysbench oltp_read_write ran 5-21% slower than at 4 in 7
-/// of 8 interleaved pairs, while the sysbench and 4-warehouse TPC-C loads took as long
-/// (BENCHMARKS.md, session 31). RocksDB's default, kept explicit.
+/// entry of every hot key): at 8, sysbench oltp_read_write ran 2-21% slower than at 4 in
+/// all of 6 interleaved pairs, the sysbench and 4-warehouse TPC-C loads were no faster, and
+/// the first minute of TPC-C after a load sometimes went to compactions (BENCHMARKS.md,
+/// session 31). RocksDB's default, kept explicit.
 const LATEST_L0_COMPACTION_TRIGGER: i32 = 4;
 
 /// Compression by LSM level: none for the two levels every write passes through (a flush
