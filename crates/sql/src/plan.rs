@@ -42,7 +42,9 @@ pub struct KeyRange {
 /// bound that means the same as the comparison (`keyconv::KeyConv::At` exact, or a bound
 /// that excludes nothing), the key range alone decides those conjuncts (TiDB's access
 /// conditions, as against its filter conditions), so sysbench's `id BETWEEN ? AND ?` is
-/// not evaluated again on each of the 100 rows it reads.
+/// not evaluated again on each of the 100 rows it reads. The scan decides per execution
+/// (`exec::scan::KeyBounds::decide`): never for an index range that lets a nullable
+/// column's NULLs in, nor for a locking index scan.
 #[derive(Clone, Debug, Default)]
 pub enum Residual {
     /// The whole filter (nothing is known about where the bounds came from).
