@@ -34,6 +34,28 @@ impl SyncMetrics {
     }
 }
 
+/// Commits the store wrote as one table file (`storage::Engine::ingest`), and their keys.
+pub static INGESTED_COMMITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// The keys of `INGESTED_COMMITS`.
+pub static INGESTED_KEYS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Appends the ingestion counters in Prometheus's text format.
+pub fn render_ingested(out: &mut String) {
+    for (name, help, v) in [
+        (
+            "strata_mvcc_ingested_commits_total",
+            "Large commits of new keys written as one table file.",
+            &INGESTED_COMMITS,
+        ),
+        ("strata_mvcc_ingested_keys_total", "Keys of the commits written as table files.", &INGESTED_KEYS),
+    ] {
+        out.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}\n",
+            v.load(std::sync::atomic::Ordering::Relaxed)
+        ));
+    }
+}
+
 /// Deletions the store dropped from its current-version index before GC (mvcc's `prune`).
 pub static PRUNED_DELETIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 

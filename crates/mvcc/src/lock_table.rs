@@ -150,6 +150,8 @@ pub(crate) struct Changes {
     pub locks: Vec<(Vec<u8>, Option<Held>)>,
     /// Committed changes a `ChangeSink` wants.
     pub committed: Vec<strata_kv::CommittedChange>,
+    /// Offer the batch to `Engine::ingest` first (a large commit).
+    pub ingest: bool,
 }
 
 impl Changes {
@@ -160,6 +162,7 @@ impl Changes {
             batch: WriteBatch { ops: Vec::with_capacity(ops) },
             locks: Vec::with_capacity(locks),
             committed: Vec::new(),
+            ingest: false,
         }
     }
 
@@ -189,7 +192,14 @@ impl Changes {
         sync: bool,
     ) -> Result<()> {
         if !self.batch.is_empty() {
-            engine.write(self.batch, sync)?;
+            let keys = self.batch.ops.len() as u64;
+            match if self.ingest { engine.ingest(self.batch)? } else { Some(self.batch) } {
+                Some(batch) => engine.write(batch, sync)?,
+                None => {
+                    strata_kv::metrics::INGESTED_COMMITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    strata_kv::metrics::INGESTED_KEYS.fetch_add(keys, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
         }
         if let Some(sink) = sink {
             if !self.committed.is_empty() {

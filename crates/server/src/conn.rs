@@ -365,7 +365,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                 }
             }
             Command::Query(q) => {
-                let sql = String::from_utf8_lossy(q).into_owned();
+                let sql = utf8_text(q);
                 debug!(conn = self.session.conn_id, %sql, "query");
                 let allow_multi = self.caps & caps::MULTI_STATEMENTS != 0;
                 let (status, timeout) = (self.status(), self.session.write_timeout());
@@ -416,7 +416,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                 self.io.write(b"Uptime: 1  Threads: 1  Questions: 0  Slow queries: 0  Opens: 0  Open tables: 0")
             }
             Command::Prepare(q) => {
-                let sql = String::from_utf8_lossy(q).into_owned();
+                let sql = utf8_text(q);
                 debug!(conn = self.session.conn_id, %sql, "prepare");
                 match self.session.prepare(&sql).await {
                     Ok((id, params, columns)) => {
@@ -679,5 +679,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> strata_sql::load::FileSource for 
                 Err(Error::internal("the client stopped sending the file"))
             }
         }
+    }
+}
+
+/// A statement's text from the wire. Valid UTF-8 (nearly always) is checked by
+/// `str::from_utf8`, whose ASCII fast path is several times quicker than the lossy
+/// conversion's byte-by-byte walk (1.75% of the server's CPU loading sysbench's 4×100k
+/// rows in 500 KB INSERTs); anything else is converted lossily.
+fn utf8_text(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
     }
 }

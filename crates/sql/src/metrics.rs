@@ -109,6 +109,7 @@ impl Metrics {
         strata_txn::metrics::METRICS.render(&mut out);
         strata_kv::metrics::GROUP_COMMIT.render(&mut out);
         strata_kv::metrics::render_pruned(&mut out);
+        strata_kv::metrics::render_ingested(&mut out);
         out
     }
 }

@@ -43,7 +43,11 @@ pub struct Engine {
     /// The timestamp oracle.
     pub oracle: Arc<dyn Oracle>,
     next_conn: AtomicU32,
-    active: Mutex<BTreeMap<u32, Timestamp>>,
+    /// Start timestamps of the running transactions, by connection id (below 2^32), and of
+    /// the internal snapshots pinned with `pin_snapshot` (above).
+    active: Mutex<BTreeMap<u64, Timestamp>>,
+    /// The number of the next internal snapshot pin.
+    next_pin: std::sync::atomic::AtomicU64,
     /// Every open session (its kill switch and what it is doing), by connection id.
     processes: Mutex<HashMap<u32, Arc<Process>>>,
     /// Global values of system variables (what new sessions copy; global-only variables
@@ -106,6 +110,7 @@ impl Engine {
             oracle,
             next_conn: AtomicU32::new(1),
             active: Mutex::new(BTreeMap::new()),
+            next_pin: std::sync::atomic::AtomicU64::new(1 << 32),
             processes: Mutex::new(HashMap::new()),
             globals: Mutex::new(Arc::new(variables::defaults())),
             prepared_stmts: AtomicUsize::new(0),
@@ -400,6 +405,32 @@ impl Engine {
     /// The oldest start timestamp of any running transaction (GC must keep what it reads).
     pub fn min_active_ts(&self) -> Option<Timestamp> {
         self.active.lock().values().min().copied()
+    }
+
+    /// An internal transaction whose snapshot holds the GC safe point and the prune floor
+    /// back, as a session's does, until the pin is dropped: for one that reads for longer
+    /// than a prune interval and then writes what it read under checks that a raised floor
+    /// would make look further (`mvcc::prune`).
+    pub async fn pin_snapshot(&self) -> Result<(Transaction, SnapshotPin<'_>)> {
+        let id = self.next_pin.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Held back from before the start timestamp is fetched, as `Session::begin` does.
+        self.active.lock().insert(id, Timestamp::ZERO);
+        let pin = SnapshotPin { engine: self, id };
+        let txn = self.begin_internal().await?;
+        self.active.lock().insert(id, txn.start_ts());
+        Ok((txn, pin))
+    }
+}
+
+/// Holds an internal snapshot in the active set (`Engine::pin_snapshot`).
+pub struct SnapshotPin<'a> {
+    engine: &'a Engine,
+    id: u64,
+}
+
+impl Drop for SnapshotPin<'_> {
+    fn drop(&mut self) {
+        self.engine.active.lock().remove(&self.id);
     }
 }
 
@@ -773,7 +804,7 @@ impl Drop for Session {
         self.engine.table_locks.unlock_tables(self.conn_id);
         // Normally already gone (the connection rolls back on close); this keeps GC from
         // waiting forever on a session that ended any other way.
-        self.engine.active.lock().remove(&self.conn_id);
+        self.engine.active.lock().remove(&u64::from(self.conn_id));
         self.engine.prepared_stmts.fetch_sub(self.prepared.len(), Ordering::Relaxed);
     }
 }
@@ -1143,12 +1174,12 @@ impl Session {
     async fn begin(&mut self, mode: Option<LockMode>) -> Result<Transaction> {
         // Hold the GC safe point back from before the start timestamp is fetched, so a safe
         // point computed meanwhile cannot pass it.
-        self.engine.active.lock().insert(self.conn_id, Timestamp::ZERO);
+        self.engine.active.lock().insert(u64::from(self.conn_id), Timestamp::ZERO);
         let start = Transaction::begin(self.engine.client.clone(), self.engine.oracle.clone(), self.txn_options(mode));
         let (txn, schema, version) = self.engine.catalog.pin(start).await.inspect_err(|_| {
-            self.engine.active.lock().remove(&self.conn_id);
+            self.engine.active.lock().remove(&u64::from(self.conn_id));
         })?;
-        self.engine.active.lock().insert(self.conn_id, txn.start_ts());
+        self.engine.active.lock().insert(u64::from(self.conn_id), txn.start_ts());
         // The transaction binds against the schema its snapshot was taken under.
         self.schema = Some(schema);
         self.schema_version = version;
@@ -1156,7 +1187,7 @@ impl Session {
     }
 
     fn finish_txn(&mut self) {
-        self.engine.active.lock().remove(&self.conn_id);
+        self.engine.active.lock().remove(&u64::from(self.conn_id));
         self.schema = None;
         self.savepoints.clear();
     }

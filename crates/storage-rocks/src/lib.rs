@@ -12,12 +12,14 @@
 //! serves all column families.
 
 use std::ffi::CStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use rocksdb::{
     properties, BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamilyDescriptor, CompactOptions,
-    DBCompressionType, DBRawIterator, DataBlockIndexType, Options, ReadOptions, SliceTransform, WriteOptions, DB,
+    DBCompressionType, DBRawIterator, DataBlockIndexType, IngestExternalFileOptions, Options, ReadOptions,
+    SliceTransform, SstFileWriter, WriteOptions, DB,
 };
 use strata_common::{Error, Result};
 use strata_storage::engine::BatchOp;
@@ -101,11 +103,29 @@ fn point_reads(o: &mut Options) {
 /// The share of a memtable's size given to its bloom filter.
 const MEMTABLE_BLOOM_RATIO: f64 = 0.05;
 
+/// Level-0 files of a column family at which `Engine::ingest` hands batches back for the
+/// log and memtable. An ingested file whose keys overlap a level-0 file (or the memtable,
+/// which is then flushed into one) lands in level 0 itself, and a store that keeps taking
+/// such files would pile up level-0 files faster than compactions merge them; below this,
+/// compactions keep up (the trigger is 4).
+const INGEST_MAX_L0_FILES: u64 = 8;
+
+/// The directory, inside the database's, where `Engine::ingest` writes its table files
+/// before RocksDB takes them in (moved, not copied). Emptied at open: a file left there
+/// was never ingested.
+const INGEST_DIR: &str = "ingest";
+
 /// A RocksDB database opened for Strata.
 pub struct RocksEngine {
     db: DB,
     /// The filter the write CF's compactions run (`Engine::set_compaction_filter`).
     write_filter: FilterSlot,
+    /// Each column family's options, for the table files `ingest` writes (the same table
+    /// format, filters and compression as the column family's own files).
+    cf_options: Vec<(Cf, Options)>,
+    /// Where `ingest` writes its files, and the number of the next one.
+    ingest_dir: PathBuf,
+    ingest_seq: AtomicU64,
 }
 
 /// The column family whose compactions run the filter set on it (the others run none).
@@ -148,6 +168,15 @@ impl rocksdb::compaction_filter::CompactionFilter for FilterRun {
     }
 }
 
+/// A batch of `puts` in `cf`, in their order.
+fn handed_back(cf: Cf, puts: Vec<(Vec<u8>, Vec<u8>)>) -> WriteBatch {
+    let mut back = WriteBatch { ops: Vec::with_capacity(puts.len()) };
+    for (k, v) in puts {
+        back.put(cf, k, v);
+    }
+    back
+}
+
 fn io(e: rocksdb::Error) -> Error {
     Error::Io(e.into_string())
 }
@@ -173,36 +202,81 @@ impl RocksEngine {
         opts.set_max_total_wal_size(MAX_TOTAL_WAL_BYTES);
         let cache = Cache::new_lru_cache(block_cache_bytes.max(MIN_BLOCK_CACHE_BYTES));
         let write_filter = FilterSlot::default();
-        let cfs = Cf::ALL.iter().map(|&cf| {
-            let mut o = Options::default();
-            o.set_compression_per_level(&COMPRESSION_PER_LEVEL);
-            let mut table = BlockBasedOptions::default();
-            table.set_block_cache(&cache);
-            match cf {
-                Cf::Write => {
-                    o.set_compaction_filter_factory(FilterFactory(write_filter.clone()));
-                    table.set_bloom_filter(BLOOM_BITS_PER_KEY, false);
-                    table.set_whole_key_filtering(false);
-                    o.set_prefix_extractor(versioned_prefix());
+        let ingest_dir = dir.join(INGEST_DIR);
+        if ingest_dir.exists() {
+            std::fs::remove_dir_all(&ingest_dir).map_err(|e| Error::Io(format!("{}: {e}", ingest_dir.display())))?;
+        }
+        let mut cf_options = Vec::with_capacity(Cf::ALL.len());
+        let cfs: Vec<ColumnFamilyDescriptor> = Cf::ALL
+            .iter()
+            .map(|&cf| {
+                let mut o = Options::default();
+                o.set_compression_per_level(&COMPRESSION_PER_LEVEL);
+                let mut table = BlockBasedOptions::default();
+                table.set_block_cache(&cache);
+                match cf {
+                    Cf::Write => {
+                        o.set_compaction_filter_factory(FilterFactory(write_filter.clone()));
+                        table.set_bloom_filter(BLOOM_BITS_PER_KEY, false);
+                        table.set_whole_key_filtering(false);
+                        o.set_prefix_extractor(versioned_prefix());
+                    }
+                    Cf::Data => {
+                        table.set_bloom_filter(BLOOM_BITS_PER_KEY, false);
+                        point_reads(&mut o);
+                    }
+                    Cf::Latest => {
+                        table.set_bloom_filter(BLOOM_BITS_PER_KEY, false);
+                        table.set_data_block_index_type(DataBlockIndexType::BinaryAndHash);
+                        o.set_write_buffer_size(LATEST_WRITE_BUFFER_BYTES);
+                        o.set_level_zero_file_num_compaction_trigger(LATEST_L0_COMPACTION_TRIGGER);
+                        point_reads(&mut o);
+                    }
+                    Cf::Lock | Cf::Raw => {}
                 }
-                Cf::Data => {
-                    table.set_bloom_filter(BLOOM_BITS_PER_KEY, false);
-                    point_reads(&mut o);
-                }
-                Cf::Latest => {
-                    table.set_bloom_filter(BLOOM_BITS_PER_KEY, false);
-                    table.set_data_block_index_type(DataBlockIndexType::BinaryAndHash);
-                    o.set_write_buffer_size(LATEST_WRITE_BUFFER_BYTES);
-                    o.set_level_zero_file_num_compaction_trigger(LATEST_L0_COMPACTION_TRIGGER);
-                    point_reads(&mut o);
-                }
-                Cf::Lock | Cf::Raw => {}
-            }
-            o.set_block_based_table_factory(&table);
-            ColumnFamilyDescriptor::new(cf.name(), o)
-        });
+                o.set_block_based_table_factory(&table);
+                cf_options.push((cf, o.clone()));
+                ColumnFamilyDescriptor::new(cf.name(), o)
+            })
+            .collect();
         let db = DB::open_cf_descriptors(&opts, dir, cfs).map_err(io)?;
-        Ok(RocksEngine { db, write_filter })
+        Ok(RocksEngine { db, write_filter, cf_options, ingest_dir, ingest_seq: AtomicU64::new(0) })
+    }
+
+    /// Whether `cf` holds a key between the first and the last of `puts` (sorted). A file
+    /// of them would then land in level 0 or force a memtable flush (which makes a level-0
+    /// file it then overlaps): TPC-C's loads, whose statements mix a table's rows with its
+    /// index entries and interleave with other loaders' keys, took a quarter longer when
+    /// every large commit was ingested (BENCHMARKS.md). A batch that appends to a key range
+    /// nobody else writes (a bulk INSERT's new rows) lands below every file.
+    fn holds_keys_within(&self, cf: Cf, puts: &[(Vec<u8>, Vec<u8>)]) -> Result<bool> {
+        let (Some((first, _)), Some((last, _))) = (puts.first(), puts.last()) else { return Ok(false) };
+        let mut upper = last.clone();
+        upper.push(0);
+        let mut c = self.cursor(cf, first, &upper)?;
+        c.seek(first);
+        c.valid()
+    }
+
+    /// Writes `puts` (sorted, distinct keys) into a new table file for `cf` and returns its
+    /// path.
+    fn write_table_file(&self, cf: Cf, puts: &[(Vec<u8>, Vec<u8>)]) -> Result<PathBuf> {
+        let opts = &self.cf_options.iter().find(|(c, _)| *c == cf).expect("every column family has options").1;
+        std::fs::create_dir_all(&self.ingest_dir)
+            .map_err(|e| Error::Io(format!("{}: {e}", self.ingest_dir.display())))?;
+        let path = self.ingest_dir.join(format!("{}.sst", self.ingest_seq.fetch_add(1, Ordering::Relaxed)));
+        let mut w = SstFileWriter::create(opts);
+        let written = w.open(&path).and_then(|_| {
+            for (k, v) in puts {
+                w.put(k, v)?;
+            }
+            w.finish()
+        });
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&path);
+            return Err(io(e));
+        }
+        Ok(path)
     }
 
     fn handle(&self, cf: Cf) -> Result<&rocksdb::ColumnFamily> {
@@ -317,6 +391,45 @@ impl Engine for RocksEngine {
         let mut wo = WriteOptions::default();
         wo.set_sync(sync);
         self.db.write_opt(wb, &wo).map_err(io)
+    }
+
+    fn ingest(&self, batch: WriteBatch) -> Result<Option<WriteBatch>> {
+        let cf = match batch.ops.first() {
+            Some(BatchOp::Put(cf, _, _)) => *cf,
+            _ => return Ok(Some(batch)),
+        };
+        if !batch.ops.iter().all(|op| matches!(op, BatchOp::Put(c, _, _) if *c == cf)) {
+            return Ok(Some(batch));
+        }
+        let h = self.handle(cf)?;
+        let l0 = self.db.property_int_value_cf(h, "rocksdb.num-files-at-level0").map_err(io)?.unwrap_or(0);
+        if l0 >= INGEST_MAX_L0_FILES {
+            return Ok(Some(batch));
+        }
+        let mut puts: Vec<(Vec<u8>, Vec<u8>)> = batch
+            .ops
+            .into_iter()
+            .map(|op| match op {
+                BatchOp::Put(_, k, v) => (k, v),
+                _ => unreachable!("checked above"),
+            })
+            .collect();
+        // Stable: two puts of one key keep their order in the batch handed back.
+        puts.sort_by(|a, b| a.0.cmp(&b.0));
+        if puts.windows(2).any(|w| w[0].0 == w[1].0) || self.holds_keys_within(cf, &puts)? {
+            return Ok(Some(handed_back(cf, puts)));
+        }
+        let path = self.write_table_file(cf, &puts)?;
+        // Everything written before goes to disk first: the file is durable once ingested,
+        // and its puts may have been computed from writes the log still only buffers.
+        let ingested = self.db.flush_wal(true).and_then(|_| {
+            let mut o = IngestExternalFileOptions::default();
+            o.set_move_files(true);
+            self.db.ingest_external_file_cf_opts(h, &o, vec![&path])
+        });
+        let _ = std::fs::remove_file(&path); // a moved file is gone already
+        ingested.map_err(io)?;
+        Ok(None)
     }
 
     fn sync_wal(&self) -> Result<()> {
@@ -522,6 +635,98 @@ mod tests {
         assert_eq!(count(Cf::Write), 66);
         assert_eq!(count(Cf::Data), 100);
         assert!(runs.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    }
+
+    fn level_files(e: &RocksEngine, cf: Cf, level: u32) -> u64 {
+        let prop = format!("rocksdb.num-files-at-level{level}");
+        e.db.property_int_value_cf(e.handle(cf).expect("cf"), prop.as_str()).expect("property").unwrap_or(0)
+    }
+
+    fn latest_puts(keys: impl IntoIterator<Item = u32>, tag: &str) -> WriteBatch {
+        let mut b = WriteBatch::default();
+        for k in keys {
+            b.put(Cf::Latest, format!("k{k:04}").into_bytes(), format!("{tag}{k}").into_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn ingest_adds_a_file_below_level_0_durably() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let e = RocksEngine::open(dir.path()).expect("open");
+            // Unsorted keys into an empty store: one file, below level 0 (nothing overlaps).
+            let back = e.ingest(latest_puts((0..500).rev(), "a")).expect("ingest");
+            assert!(back.is_none(), "an ingestible batch was handed back");
+            assert_eq!(level_files(&e, Cf::Latest, 0), 0);
+            assert_eq!((1..7).map(|l| level_files(&e, Cf::Latest, l)).sum::<u64>(), 1);
+            // Keys after the file's and the memtable's: another file, also below level 0.
+            e.write(latest_puts(500..600, "m"), false).expect("write");
+            assert!(e.ingest(latest_puts(600..700, "b")).expect("ingest").is_none());
+            assert_eq!(level_files(&e, Cf::Latest, 0), 0);
+            assert_eq!((1..7).map(|l| level_files(&e, Cf::Latest, l)).sum::<u64>(), 2);
+            // A later write is newer than an ingested put.
+            e.write(latest_puts([652], "w"), false).expect("write");
+            assert_eq!(e.get(Cf::Latest, b"k0652").expect("get"), Some(b"w652".to_vec()));
+        }
+        // Nothing was flushed or synced by hand: the files and the log bring it all back,
+        // and the ingest directory is left empty.
+        let e = RocksEngine::open(dir.path()).expect("reopen");
+        let mut c = e.cursor(Cf::Latest, b"k", b"l").expect("cursor");
+        c.seek(b"k");
+        let mut seen = Vec::new();
+        while c.valid().expect("valid") {
+            seen.push((
+                String::from_utf8(c.key().to_vec()).expect("utf8"),
+                String::from_utf8(c.value().to_vec()).expect("utf8"),
+            ));
+            c.next();
+        }
+        assert_eq!(seen.len(), 700);
+        assert!(seen.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(seen[10].1, "a10");
+        assert_eq!(seen[499].1, "a499");
+        assert_eq!(seen[500].1, "m500");
+        assert_eq!(seen[651].1, "b651");
+        assert_eq!(seen[652].1, "w652");
+        let left = std::fs::read_dir(dir.path().join(INGEST_DIR)).map(|d| d.count()).unwrap_or(0);
+        assert_eq!(left, 0, "table files left behind");
+    }
+
+    #[test]
+    fn ingest_hands_back_what_it_cannot_take() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = RocksEngine::open(dir.path()).expect("open");
+        let mut mixed = latest_puts(0..10, "a");
+        mixed.put(Cf::Write, b"w".to_vec(), b"v".to_vec());
+        let back = e.ingest(mixed.clone()).expect("ingest").expect("two column families");
+        assert_eq!(back, mixed);
+        let mut del = latest_puts(0..10, "a");
+        del.delete(Cf::Latest, b"k0003".to_vec());
+        assert!(e.ingest(del).expect("ingest").is_some());
+        // Two puts of one key: handed back sorted, the later put still after the earlier.
+        let mut dup = latest_puts([7, 3], "a");
+        dup.put(Cf::Latest, b"k0003".to_vec(), b"second".to_vec());
+        let back = e.ingest(dup).expect("ingest").expect("duplicate keys");
+        e.write(back, false).expect("write");
+        assert_eq!(e.get(Cf::Latest, b"k0003").expect("get"), Some(b"second".to_vec()));
+        assert_eq!(e.get(Cf::Latest, b"k0007").expect("get"), Some(b"a7".to_vec()));
+        // Keys on both sides of one the store holds (in its memtable, or in a file).
+        assert!(e.ingest(latest_puts([2, 4], "x")).expect("ingest").is_some());
+        e.db.flush_cf(e.handle(Cf::Latest).expect("cf")).expect("flush");
+        let back = e.ingest(latest_puts([6, 8], "x")).expect("ingest").expect("a key between");
+        assert_eq!(back, latest_puts([6, 8], "x"));
+        assert!(e.ingest(latest_puts([8, 9], "x")).expect("ingest").is_none(), "nothing between k0008 and k0009");
+        // A backed-up level 0 (auto compactions off, overlapping flushes) refuses ingests.
+        let h = e.handle(Cf::Latest).expect("cf");
+        e.db.set_options_cf(h, &[("disable_auto_compactions", "true")]).expect("set options");
+        for i in 0..INGEST_MAX_L0_FILES {
+            e.write(latest_puts([1, 900 + i as u32], "f"), false).expect("write");
+            e.db.flush_cf(h).expect("flush");
+        }
+        assert!(level_files(&e, Cf::Latest, 0) >= INGEST_MAX_L0_FILES);
+        assert!(e.ingest(latest_puts(2000..2100, "z")).expect("ingest").is_some());
+        assert_eq!(e.get(Cf::Latest, b"k2000").expect("get"), None);
     }
 
     #[test]

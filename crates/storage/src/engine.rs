@@ -142,6 +142,17 @@ pub trait Engine: Send + Sync + 'static {
     /// Applies a batch atomically. With `sync`, it is durable (WAL fsynced) when this returns;
     /// concurrent synced writers share one fsync.
     fn write(&self, batch: WriteBatch, sync: bool) -> Result<()>;
+    /// Applies a large batch of puts to one column family as a sorted table file added to
+    /// the store whole (RocksDB's ingestion), bypassing the log, the memtable and the flushes
+    /// and compactions the puts would otherwise pass through. The puts are newer than every
+    /// earlier write, and when it returns they are durable, as is every write that returned
+    /// before the call (one the puts may depend on). An engine that cannot or would rather
+    /// not (an in-memory engine; a batch of deletes or of several column families; a store
+    /// whose level 0 is backed up) hands the batch back, unapplied, for `write`; its order
+    /// may have changed, never that of two puts of one key.
+    fn ingest(&self, batch: WriteBatch) -> Result<Option<WriteBatch>> {
+        Ok(Some(batch))
+    }
     /// Makes every write that returned before this call durable (fsyncs the WAL). Group
     /// commit (`mvcc::group_sync`) writes without `sync` and then calls this once for all
     /// the commits that wrote meanwhile.
