@@ -202,10 +202,6 @@ impl RocksEngine {
         opts.set_max_total_wal_size(MAX_TOTAL_WAL_BYTES);
         let cache = Cache::new_lru_cache(block_cache_bytes.max(MIN_BLOCK_CACHE_BYTES));
         let write_filter = FilterSlot::default();
-        let ingest_dir = dir.join(INGEST_DIR);
-        if ingest_dir.exists() {
-            std::fs::remove_dir_all(&ingest_dir).map_err(|e| Error::Io(format!("{}: {e}", ingest_dir.display())))?;
-        }
         let mut cf_options = Vec::with_capacity(Cf::ALL.len());
         let cfs: Vec<ColumnFamilyDescriptor> = Cf::ALL
             .iter()
@@ -240,6 +236,12 @@ impl RocksEngine {
             })
             .collect();
         let db = DB::open_cf_descriptors(&opts, dir, cfs).map_err(io)?;
+        // Files an earlier process left unfinished; only now that RocksDB's LOCK file is
+        // ours (a second process on the directory must not delete a running one's files).
+        let ingest_dir = dir.join(INGEST_DIR);
+        if ingest_dir.exists() {
+            std::fs::remove_dir_all(&ingest_dir).map_err(|e| Error::Io(format!("{}: {e}", ingest_dir.display())))?;
+        }
         Ok(RocksEngine { db, write_filter, cf_options, ingest_dir, ingest_seq: AtomicU64::new(0) })
     }
 
