@@ -221,6 +221,13 @@ impl MvccStore {
         done
     }
 
+    /// `apply` (unsynced) for a commit's changes, whose batch goes to `Engine::ingest` first
+    /// when it is large enough to be worth a table file (`INGEST_MIN_KEYS`).
+    fn apply_commit(&self, mut changes: Changes) -> Result<()> {
+        changes.ingest = changes.batch.ops.len() >= INGEST_MIN_KEYS;
+        self.apply(changes, false)
+    }
+
     /// Hands every change committed from now on to `sink` (replacing any earlier one).
     pub fn subscribe(&self, sink: Arc<dyn ChangeSink>) {
         *self.sink.write() = Some(sink);
@@ -954,8 +961,7 @@ impl MvccStore {
                 },
             }
         }
-        changes.ingest = changes.batch.ops.len() >= INGEST_MIN_KEYS;
-        self.apply(changes, false)
+        self.apply_commit(changes)
     }
 
     /// Commits Puts (of distinct keys) of the transaction `start_ts` at `commit_ts` in one
@@ -1001,8 +1007,7 @@ impl MvccStore {
             };
             self.commit_record(&mut changes, sink.as_deref(), &key, &enc, lock, prior, commit_ts)?;
         }
-        changes.ingest = changes.batch.ops.len() >= INGEST_MIN_KEYS;
-        self.apply(changes, false)?;
+        self.apply_commit(changes)?;
         Ok(true)
     }
 

@@ -58,6 +58,24 @@ pub struct ColumnInfo {
     pub generated: Option<(String, bool)>,
 }
 
+#[cfg(test)]
+impl ColumnInfo {
+    /// A signed integer column of `bytes` bytes with no default (unit tests' tables).
+    pub(crate) fn test_int(id: u32, name: &str, bytes: u8, nullable: bool) -> ColumnInfo {
+        ColumnInfo {
+            id,
+            name: name.into(),
+            ty: crate::types::ColumnType::Int { bytes, unsigned: false },
+            nullable,
+            default: None,
+            auto_increment: false,
+            on_update_now: false,
+            unsigned: false,
+            generated: None,
+        }
+    }
+}
+
 impl ColumnInfo {
     /// Converts `v` for storage in this column (strict mode), as `ColumnType::coerce` does,
     /// refusing negative values in an UNSIGNED DECIMAL/FLOAT/DOUBLE column (1264).

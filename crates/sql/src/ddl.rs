@@ -40,6 +40,19 @@ enum Run {
     KeyInUse,
 }
 
+/// The row `(k, v)`'s entry in `index`, with the indexed columns it was made of (a
+/// backfill decodes only those).
+fn batch_entry(
+    table: &TableInfo,
+    index: &IndexInfo,
+    k: &[u8],
+    v: &[u8],
+) -> Result<(crate::table::Row, Vec<u8>, Vec<u8>)> {
+    let row = decode_columns(table, v, &index.columns)?;
+    let (ik, iv) = index_entry(table, index, &row, handle_from_row_key(table, k));
+    Ok((row, ik, iv))
+}
+
 /// What one collected entry costs beyond its bytes (two vectors), counted against
 /// `BACKFILL_RUN_BYTES`.
 const ENTRY_OVERHEAD: usize = 2 * std::mem::size_of::<Vec<u8>>();
@@ -747,8 +760,7 @@ impl Engine {
             let last = last.clone();
             let mut entries = Vec::with_capacity(batch.len());
             for (k, v) in &batch {
-                let row = decode_columns(table, v, &index.columns)?;
-                let (ik, iv) = index_entry(table, index, &row, handle_from_row_key(table, k));
+                let (row, ik, iv) = batch_entry(table, index, k, v)?;
                 entries.push((is_unique_entry(index, &row).then_some(row), ik, iv));
             }
             drop(batch);
@@ -821,8 +833,7 @@ impl Engine {
             next = last.clone();
             next.push(0);
             for (k, v) in &batch {
-                let row = decode_columns(table, v, &index.columns)?;
-                let (ik, iv) = index_entry(table, index, &row, handle_from_row_key(table, k));
+                let (_, ik, iv) = batch_entry(table, index, k, v)?;
                 bytes += ik.len() + iv.len() + ENTRY_OVERHEAD;
                 entries.push((ik, iv));
             }

@@ -486,21 +486,10 @@ pub fn push_limit_into_scan(plan: &mut Plan, limit: Option<&Expr>, offset: Optio
 mod tests {
     use super::*;
     use crate::catalog::{ColumnInfo, IndexInfo, IndexState};
-    use crate::types::ColumnType;
 
     /// `t (c0 INT PRIMARY KEY, c1 INT, c2 INT, KEY (c1))`.
     fn table() -> TableInfo {
-        let column = |id: u32| ColumnInfo {
-            id,
-            name: format!("c{}", id - 1),
-            ty: ColumnType::Int { bytes: 4, unsigned: false },
-            nullable: id != 1,
-            default: None,
-            auto_increment: false,
-            on_update_now: false,
-            unsigned: false,
-            generated: None,
-        };
+        let column = |id: u32| ColumnInfo::test_int(id, &format!("c{}", id - 1), 4, id != 1);
         TableInfo {
             id: 1,
             db: "test".into(),

@@ -195,21 +195,10 @@ mod tests {
     use crate::catalog::{ColumnInfo, TableInfo};
     use crate::expr::{AggCall, AggFunc, BinOp, SubqueryKind};
     use crate::plan::{Access, JoinKind};
-    use crate::types::ColumnType;
 
     /// A table `name` with `n` integer columns c0.., keyed by c0.
     fn table(name: &str, n: u32) -> Arc<TableInfo> {
-        let column = |id: u32| ColumnInfo {
-            id,
-            name: format!("c{}", id - 1),
-            ty: ColumnType::Int { bytes: 4, unsigned: false },
-            nullable: true,
-            default: None,
-            auto_increment: false,
-            on_update_now: false,
-            unsigned: false,
-            generated: None,
-        };
+        let column = |id: u32| ColumnInfo::test_int(id, &format!("c{}", id - 1), 4, true);
         Arc::new(TableInfo {
             id: 1,
             db: "test".into(),

@@ -828,20 +828,9 @@ impl crate::session::Engine {
 mod tests {
     use super::*;
     use crate::catalog::{ColumnInfo, IndexInfo, IndexState};
-    use crate::types::ColumnType;
 
     fn table() -> TableInfo {
-        let col = |id: u32, name: &str, nullable: bool| ColumnInfo {
-            id,
-            name: name.into(),
-            ty: ColumnType::Int { bytes: 8, unsigned: false },
-            nullable,
-            default: None,
-            auto_increment: false,
-            on_update_now: false,
-            unsigned: false,
-            generated: None,
-        };
+        let col = |id: u32, name: &str, nullable: bool| ColumnInfo::test_int(id, name, 8, nullable);
         TableInfo {
             id: 7,
             db: "d".into(),

@@ -187,20 +187,9 @@ pub fn pk_prefix(table: &TableInfo, values: &[Value]) -> Vec<u8> {
 mod tests {
     use super::*;
     use crate::catalog::{ColumnInfo, DefaultValue};
-    use crate::types::ColumnType;
 
     fn column(id: u32, name: &str, default: Option<&str>) -> ColumnInfo {
-        ColumnInfo {
-            id,
-            name: name.into(),
-            ty: ColumnType::Int { bytes: 8, unsigned: false },
-            nullable: true,
-            default: default.map(|d| DefaultValue::Text(d.into())),
-            auto_increment: false,
-            on_update_now: false,
-            unsigned: false,
-            generated: None,
-        }
+        ColumnInfo { default: default.map(|d| DefaultValue::Text(d.into())), ..ColumnInfo::test_int(id, name, 8, true) }
     }
 
     fn table(columns: Vec<ColumnInfo>, pk: Option<Vec<usize>>) -> TableInfo {

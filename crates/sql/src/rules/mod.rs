@@ -140,7 +140,6 @@ mod tests {
     use crate::expr::BinOp;
     use crate::logical::JoinInput;
     use crate::plan::{JoinKind, OutputColumn};
-    use crate::types::ColumnType;
 
     struct NoStats;
 
@@ -152,17 +151,7 @@ mod tests {
 
     /// A table `name` with integer columns a and b, keyed by a.
     fn table(id: i64, name: &str) -> Arc<TableInfo> {
-        let column = |id: u32, name: &str| ColumnInfo {
-            id,
-            name: name.into(),
-            ty: ColumnType::Int { bytes: 4, unsigned: false },
-            nullable: false,
-            default: None,
-            auto_increment: false,
-            on_update_now: false,
-            unsigned: false,
-            generated: None,
-        };
+        let column = |id: u32, name: &str| ColumnInfo::test_int(id, name, 4, false);
         Arc::new(TableInfo {
             id,
             db: "test".into(),
