@@ -188,6 +188,7 @@ impl Engine {
         // Auto-analyze, on its own task: analyzing a large table must not hold up GC.
         let weak = Arc::downgrade(self);
         tokio::spawn(async move {
+            let mut pacing = crate::stats::AnalyzePacing::default();
             loop {
                 tokio::time::sleep(AUTO_ANALYZE_INTERVAL).await;
                 let Some(engine) = weak.upgrade() else { return };
@@ -198,7 +199,7 @@ impl Engine {
                 });
                 let ratio = globals.get("tidb_auto_analyze_ratio").and_then(|v| v.as_f64()).unwrap_or(0.5);
                 if on {
-                    match engine.auto_analyze(ratio).await {
+                    match engine.auto_analyze(ratio, &mut pacing).await {
                         Ok(0) => {}
                         Ok(n) => tracing::info!("auto-analyze gathered statistics of {n} table(s)"),
                         Err(e) => tracing::warn!("auto-analyze failed (retried later): {e}"),
