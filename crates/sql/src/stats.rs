@@ -568,8 +568,9 @@ impl AnalyzePacing {
         now.duration_since(since) < AUTO_ANALYZE_MAX_WAIT
     }
 
-    /// Table `id` was analyzed: its count starts over.
-    fn analyzed(&mut self, id: i64) {
+    /// Table `id`'s count started over (it was analyzed, or its count was taken off as a
+    /// small table's): growth is measured from zero again.
+    fn started_over(&mut self, id: i64) {
         self.seen.insert(id, (0, None));
     }
 
@@ -865,10 +866,11 @@ impl crate::session::Engine {
                 && self.count_rows_upto(&table, AUTO_ANALYZE_MIN_ROWS).await? < AUTO_ANALYZE_MIN_ROWS
             {
                 self.catalog.modifications.take(id, modified);
+                pacing.started_over(id);
                 continue;
             }
             self.analyze_table(&table).await?;
-            pacing.analyzed(id);
+            pacing.started_over(id);
             done += 1;
         }
         Ok(done)
@@ -990,7 +992,7 @@ mod tests {
         assert!(p.hold_back(1, 120_000, 120_000, true, round(2)));
         // ...and goes ahead in the round after the load.
         assert!(!p.hold_back(1, 120_000, 120_000, true, round(3)));
-        p.analyzed(1);
+        p.started_over(1);
         // A few writes to an analyzed table are no load; a table that needs no analysis
         // never waits.
         assert!(!p.hold_back(1, 5_000, 125_000, true, round(4)));
