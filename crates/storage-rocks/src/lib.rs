@@ -13,13 +13,14 @@
 
 use std::ffi::CStr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use rocksdb::{
     properties, BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamilyDescriptor, CompactOptions,
-    DBCompressionType, DBRawIterator, DataBlockIndexType, IngestExternalFileOptions, Options, ReadOptions,
-    SliceTransform, SstFileWriter, WriteOptions, DB,
+    DBCompressionType, DBRawIterator, DataBlockIndexType, FlushOptions, IngestExternalFileOptions, Options,
+    ReadOptions, SliceTransform, SstFileWriter, WriteOptions, DB,
 };
 use strata_common::{Error, Result};
 use strata_storage::engine::BatchOp;
@@ -56,6 +57,18 @@ const BLOOM_BITS_PER_KEY: f64 = 10.0;
 /// over their hidden entries: with the 64 MiB default, sysbench oltp_read_write fell from
 /// 756 to 566 TPS within a minute; with 4-8 MiB it stays flat (BENCHMARKS.md).
 const LATEST_WRITE_BUFFER_BYTES: usize = 8 << 20;
+
+/// Memtable size of the latest CF while bulk commits arrive (a load): the ordinary path's
+/// writes of a load (the commits `ingest` hands back) touch every table, so each flushed
+/// memtable spans the whole key space and its compaction rewrites every base-level file it
+/// overlaps. With 8 MiB memtables a 4-warehouse TPC-C load spent 28% of its CPU in such
+/// compactions; with 64 MiB it ran none and used a fifth less CPU (BENCHMARKS.md, session 33).
+/// Not kept afterwards: see `LATEST_WRITE_BUFFER_BYTES`.
+const LOAD_WRITE_BUFFER_BYTES: usize = 64 << 20;
+
+/// How long after the last bulk commit the latest CF's memtable goes back to
+/// `LATEST_WRITE_BUFFER_BYTES` (and the large one is flushed).
+const LOAD_QUIET: Duration = Duration::from_secs(5);
 
 /// Level-0 files of the latest CF that start a compaction into level 1. Every level-0
 /// file is one more sorted run a range scan merges and steps through (each holds its own
@@ -126,6 +139,40 @@ pub struct RocksEngine {
     /// Where `ingest` writes its files, and the number of the next one.
     ingest_dir: PathBuf,
     ingest_seq: AtomicU64,
+    load: LoadMode,
+}
+
+/// Whether bulk commits are arriving, which sizes the latest CF's memtable
+/// (`LOAD_WRITE_BUFFER_BYTES`).
+struct LoadMode {
+    opened: Instant,
+    /// Milliseconds after `opened` of the last bulk commit.
+    last_bulk_ms: AtomicU64,
+    on: AtomicBool,
+}
+
+impl LoadMode {
+    fn new() -> LoadMode {
+        LoadMode { opened: Instant::now(), last_bulk_ms: AtomicU64::new(0), on: AtomicBool::new(false) }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.opened.elapsed().as_millis() as u64
+    }
+
+    /// Notes a bulk commit at `now_ms`; true if that starts a load.
+    fn bulk_commit(&self, now_ms: u64) -> bool {
+        self.last_bulk_ms.fetch_max(now_ms, Ordering::Relaxed);
+        !self.on.load(Ordering::Relaxed) && !self.on.swap(true, Ordering::AcqRel)
+    }
+
+    /// True once (for the caller that ends it) if a load is on and no bulk commit came in
+    /// the `LOAD_QUIET` before `now_ms`.
+    fn quiet(&self, now_ms: u64) -> bool {
+        self.on.load(Ordering::Relaxed)
+            && now_ms.saturating_sub(self.last_bulk_ms.load(Ordering::Relaxed)) >= LOAD_QUIET.as_millis() as u64
+            && self.on.swap(false, Ordering::AcqRel)
+    }
 }
 
 /// The column family whose compactions run the filter set on it (the others run none).
@@ -242,7 +289,14 @@ impl RocksEngine {
         if ingest_dir.exists() {
             std::fs::remove_dir_all(&ingest_dir).map_err(|e| Error::Io(format!("{}: {e}", ingest_dir.display())))?;
         }
-        Ok(RocksEngine { db, write_filter, cf_options, ingest_dir, ingest_seq: AtomicU64::new(0) })
+        Ok(RocksEngine {
+            db,
+            write_filter,
+            cf_options,
+            ingest_dir,
+            ingest_seq: AtomicU64::new(0),
+            load: LoadMode::new(),
+        })
     }
 
     /// Whether `cf` holds a key between the first and the last of `puts` (sorted). A file
@@ -279,6 +333,19 @@ impl RocksEngine {
             return Err(io(e));
         }
         Ok(path)
+    }
+
+    /// Sizes the latest CF's memtable for a load, or back for ordinary work; a smaller size
+    /// also flushes the large memtable (without waiting), so the next one is small.
+    fn size_latest_memtable(&self, bytes: usize) -> Result<()> {
+        let h = self.handle(Cf::Latest)?;
+        self.db.set_options_cf(h, &[("write_buffer_size", &bytes.to_string())]).map_err(io)?;
+        if bytes < LOAD_WRITE_BUFFER_BYTES {
+            let mut o = FlushOptions::default();
+            o.set_wait(false);
+            self.db.flush_cf_opt(h, &o).map_err(io)?;
+        }
+        Ok(())
     }
 
     fn handle(&self, cf: Cf) -> Result<&rocksdb::ColumnFamily> {
@@ -382,6 +449,9 @@ impl Engine for RocksEngine {
     }
 
     fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+        if self.load.quiet(self.load.now_ms()) {
+            self.size_latest_memtable(LATEST_WRITE_BUFFER_BYTES)?;
+        }
         let mut wb = rocksdb::WriteBatch::default();
         for op in batch.ops {
             match op {
@@ -396,6 +466,9 @@ impl Engine for RocksEngine {
     }
 
     fn ingest(&self, batch: WriteBatch) -> Result<Option<WriteBatch>> {
+        if self.load.bulk_commit(self.load.now_ms()) {
+            self.size_latest_memtable(LOAD_WRITE_BUFFER_BYTES)?;
+        }
         let cf = match batch.ops.first() {
             Some(BatchOp::Put(cf, _, _)) => *cf,
             _ => return Ok(Some(batch)),
@@ -729,6 +802,71 @@ mod tests {
         assert!(level_files(&e, Cf::Latest, 0) >= INGEST_MAX_L0_FILES);
         assert!(e.ingest(latest_puts(2000..2100, "z")).expect("ingest").is_some());
         assert_eq!(e.get(Cf::Latest, b"k2000").expect("get"), None);
+    }
+
+    #[test]
+    fn a_load_starts_with_a_bulk_commit_and_ends_after_a_quiet_spell() {
+        let m = LoadMode::new();
+        let quiet = LOAD_QUIET.as_millis() as u64;
+        assert!(!m.quiet(10 * quiet), "no load yet");
+        assert!(m.bulk_commit(1_000), "the first bulk commit starts it");
+        assert!(!m.bulk_commit(1_500), "only once");
+        assert!(!m.quiet(1_500 + quiet - 1));
+        assert!(m.quiet(1_500 + quiet), "quiet since the last bulk commit");
+        assert!(!m.quiet(1_500 + 2 * quiet), "ended once");
+        assert!(m.bulk_commit(90_000), "a later load starts again");
+        // A late caller's older clock does not move the last bulk commit back.
+        assert!(!m.bulk_commit(80_000));
+        assert!(!m.quiet(80_000 + quiet));
+        assert!(m.quiet(90_000 + quiet));
+    }
+
+    /// The latest CF's active memtable, in bytes.
+    fn active_memtable(e: &RocksEngine) -> u64 {
+        let h = e.handle(Cf::Latest).expect("cf");
+        e.db.property_int_value_cf(h, "rocksdb.cur-size-active-mem-table").expect("property").unwrap_or(0)
+    }
+
+    /// Writes `mib` MiB into the latest CF in 256 KiB commits from key `first` on, and
+    /// returns the largest active memtable seen.
+    fn fill_latest(e: &RocksEngine, first: u32, mib: u32) -> u64 {
+        let mut largest = 0;
+        for i in 0..mib * 4 {
+            let mut b = WriteBatch::default();
+            for j in 0..64u32 {
+                b.put(Cf::Latest, format!("f{:08}", first + i * 64 + j).into_bytes(), vec![b'v'; 4096]);
+            }
+            e.write(b, false).expect("write");
+            largest = largest.max(active_memtable(e));
+        }
+        largest
+    }
+
+    #[test]
+    fn the_latest_memtable_is_large_during_a_load_and_small_after_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut e = RocksEngine::open(dir.path()).expect("open");
+        let small = LATEST_WRITE_BUFFER_BYTES as u64;
+        assert!(fill_latest(&e, 0, 12) <= small + (1 << 20), "ordinary memtables stay small");
+        // A bulk commit starts a load; the memtable after the current one is large.
+        assert!(e.ingest(latest_puts(0..2000, "bulk")).expect("ingest").is_none());
+        e.db.flush_cf(e.handle(Cf::Latest).expect("cf")).expect("flush");
+        assert!(fill_latest(&e, 1 << 20, 24) > 2 * small, "a load's memtable grows past the ordinary size");
+        // A quiet spell later the next write flushes it and memtables are small again.
+        e.load = LoadMode::new();
+        e.load.on.store(true, Ordering::Relaxed);
+        e.load.last_bulk_ms.store(0, Ordering::Relaxed);
+        e.load.opened -= 2 * LOAD_QUIET;
+        let before = active_memtable(&e);
+        e.write(latest_puts([1], "after"), false).expect("write");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while active_memtable(&e) >= before && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(active_memtable(&e) < before, "the load's memtable is flushed");
+        assert!(fill_latest(&e, 2 << 20, 24) <= small + (1 << 20), "memtables are small after the load");
+        assert_eq!(e.get(Cf::Latest, b"k1999").expect("get"), Some(b"bulk1999".to_vec()));
+        assert_eq!(e.get(Cf::Latest, b"k0001").expect("get"), Some(b"after1".to_vec()));
     }
 
     #[test]
