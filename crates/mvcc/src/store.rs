@@ -279,25 +279,39 @@ impl MvccStore {
             return Err(lock_info(key, &l));
         }
         let enc = encode_user_key(key);
+        let raw = self.engine.get(Cf::Latest, &enc)?;
+        self.value_at(key, &enc, raw, ts, check)
+    }
+
+    /// `get_at`'s answer for `key` (encoded `enc`) from its latest record `raw`, read after
+    /// its lock was checked.
+    fn value_at(
+        &self,
+        key: &[u8],
+        enc: &[u8],
+        raw: Option<Vec<u8>>,
+        ts: Timestamp,
+        check: bool,
+    ) -> Result<Option<Vec<u8>>> {
         // No latest record: the key never had a value, or its deletion was collected or
         // pruned (`prune`: below the floor, the deletion may be newer than `ts`).
-        let Some(raw) = self.engine.get(Cf::Latest, &enc)? else {
+        let Some(raw) = raw else {
             if self.prune.below_floor(ts) {
-                return self.get_pruned(&enc, ts, check);
+                return self.get_pruned(enc, ts, check);
             }
             return Ok(None);
         };
         let (commit_ts, w) = split_latest(&raw)?;
         if commit_ts <= ts {
-            return self.value_of(&enc, w);
+            return self.value_of(enc, w);
         }
         if check {
             return Err(newer_version(key, ts, commit_ts));
         }
-        let mut c = self.engine.versions_cursor(Cf::Write, &enc)?;
-        c.seek(&versioned(&enc, ts));
-        match Self::data_record(&mut *c, &enc)? {
-            Some((_, w)) => self.value_of(&enc, w),
+        let mut c = self.engine.versions_cursor(Cf::Write, enc)?;
+        c.seek(&versioned(enc, ts));
+        match Self::data_record(&mut *c, enc)? {
+            Some((_, w)) => self.value_of(enc, w),
             None => Ok(None),
         }
     }
@@ -338,16 +352,33 @@ impl MvccStore {
         Ok(Some((commit_ts, WriteRef::decode(c.value())?)))
     }
 
-    /// Reads `keys` at `ts`, one at a time (each a point read of the latest CF, whose
-    /// filters rule out most table files).
+    /// Reads `keys` at `ts`: point reads of the latest CF, whose filters rule out most
+    /// table files; from `MULTI_GET_MIN` keys on, one RocksDB MultiGet for all of them
+    /// (TPC-C's Stock-Level reads ~200 stock rows this way).
     pub fn batch_get(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
-        keys.iter().map(|k| self.get_at(k, ts, false)).collect()
+        self.batch_get_at(keys, ts, false)
     }
 
     /// [`batch_get`](Self::batch_get) that fails with a write conflict if any key has a
     /// version committed after `ts` (see `get_at`).
     pub fn batch_get_checked(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
-        keys.iter().map(|k| self.get_at(k, ts, true)).collect()
+        self.batch_get_at(keys, ts, true)
+    }
+
+    fn batch_get_at(&self, keys: &[Vec<u8>], ts: Timestamp, check: bool) -> Result<Vec<Option<Vec<u8>>>> {
+        if keys.len() < MULTI_GET_MIN {
+            return keys.iter().map(|k| self.get_at(k, ts, check)).collect();
+        }
+        // Every key's lock is checked before any record is read, as `get_at` does per key.
+        for key in keys {
+            if let Some(l) = self.locks.get_if(key, |l| Self::blocks_read(l, ts)) {
+                return Err(lock_info(key, &l));
+            }
+        }
+        let encs: Vec<Vec<u8>> = keys.iter().map(|k| encode_user_key(k)).collect();
+        let refs: Vec<&[u8]> = encs.iter().map(Vec::as_slice).collect();
+        let raws = self.latest_records(&refs)?;
+        keys.iter().zip(&encs).zip(raws).map(|((key, enc), raw)| self.value_at(key, enc, raw, ts, check)).collect()
     }
 
     /// Reads up to `limit` live entries of `[start, end)` at `ts`.

@@ -60,6 +60,23 @@ async fn check_reads(c: &LocalClient, model: &Model, keys: u64, at: u64, after: 
     for (k, v) in all.iter().zip(&got) {
         assert_eq!(*v, model_at(model, k, at), "get {} at {at}", String::from_utf8_lossy(k));
     }
+    // A batch big enough for one MultiGet, out of order and with repeats, answers the same.
+    let many: Vec<Vec<u8>> = (0..100).map(|i| all[(i * 7) % all.len()].clone()).collect();
+    let got = c.batch_get(&many, ts(at)).await.expect("batch get");
+    for (k, v) in many.iter().zip(&got) {
+        assert_eq!(*v, model_at(model, k, at), "batched get {} at {at}", String::from_utf8_lossy(k));
+    }
+    let newest_of = |k: &[u8]| model.get(k).and_then(|h| h.last()).map_or(0, |(c, _)| *c);
+    match c.batch_get_checked(&many, ts(at)).await {
+        Ok(got) => {
+            assert!(many.iter().all(|k| newest_of(k) <= at), "checked batch at {at} missed a newer version");
+            assert!(many.iter().zip(&got).all(|(k, v)| *v == model_at(model, k, at)), "checked batch at {at}");
+        }
+        Err(strata_common::Error::WriteConflict { .. }) => {
+            assert!(many.iter().any(|k| newest_of(k) > at), "checked batch at {at}: a conflict with nothing newer")
+        }
+        Err(e) => panic!("checked batch: {e}"),
+    }
     let expected: Vec<(Vec<u8>, Vec<u8>)> =
         all.iter().filter_map(|k| model_at(model, k, at).map(|v| (k.clone(), v))).collect();
     assert_eq!(c.scan(b"k", b"l", ts(at), usize::MAX).await.expect("scan"), expected, "scan at {at}");
