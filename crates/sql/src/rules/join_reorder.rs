@@ -200,12 +200,18 @@ fn cost_order(
         }
     }
     let rows: Vec<f64> = (0..n).map(|k| est[k].filtered_rows(&local[k]).max(1.0)).collect();
-    // The rows reading a table costs: a conjunct on a column no key holds narrows what the
-    // table gives, not what is read to find it (TPC-C Stock-Level's `s_quantity < 10`
-    // matches no stock row, but finding that out reads the warehouse's 100k; estimated
-    // as its output, that read looked free and drove the join from the stock side).
+    // The rows reading a table costs: its estimated output, except that a filter estimated
+    // to keep nothing does not make the read free. Then only the conjuncts on columns some
+    // key holds narrow it (TPC-C Stock-Level's `s_quantity < 10` matches no stock row, but
+    // finding that out reads the warehouse's 100k; estimated as its output, that read
+    // looked free and drove the join from the stock side). Counting every filtered table's
+    // read that way made index lookups look as cheap as scanned rows (TPC-H Q14 10x
+    // slower); a cost per looked-up row is what would let it apply everywhere.
     let read: Vec<f64> = (0..n)
         .map(|k| {
+            if est[k].filtered_rows(&local[k]) >= 1.0 {
+                return rows[k];
+            }
             let table = &tables[k].0;
             let keyed = |c: &usize| {
                 table.pk.as_ref().is_some_and(|pk| pk.contains(c))
