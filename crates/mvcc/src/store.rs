@@ -275,12 +275,18 @@ impl MvccStore {
     /// after `ts` (`check`; TiKV's RC check-ts read: a READ COMMITTED statement reading at
     /// an older timestamp learns that it must read again at a fresh one).
     fn get_at(&self, key: &[u8], ts: Timestamp, check: bool) -> Result<Option<Vec<u8>>> {
-        if let Some(l) = self.locks.get_if(key, |l| Self::blocks_read(l, ts)) {
-            return Err(lock_info(key, &l));
-        }
+        self.check_lock(key, ts)?;
         let enc = encode_user_key(key);
         let raw = self.engine.get(Cf::Latest, &enc)?;
         self.value_at(key, &enc, raw, ts, check)
+    }
+
+    /// Fails with the lock on `key` if it blocks a read at `ts`.
+    fn check_lock(&self, key: &[u8], ts: Timestamp) -> Result<()> {
+        match self.locks.get_if(key, |l| Self::blocks_read(l, ts)) {
+            Some(l) => Err(lock_info(key, &l)),
+            None => Ok(()),
+        }
     }
 
     /// `get_at`'s answer for `key` (encoded `enc`) from its latest record `raw`, read after
@@ -371,9 +377,7 @@ impl MvccStore {
         }
         // Every key's lock is checked before any record is read, as `get_at` does per key.
         for key in keys {
-            if let Some(l) = self.locks.get_if(key, |l| Self::blocks_read(l, ts)) {
-                return Err(lock_info(key, &l));
-            }
+            self.check_lock(key, ts)?;
         }
         let encs: Vec<Vec<u8>> = keys.iter().map(|k| encode_user_key(k)).collect();
         let refs: Vec<&[u8]> = encs.iter().map(Vec::as_slice).collect();

@@ -65,7 +65,7 @@ pub struct Digest {
 pub fn digest(sql: &str) -> Digest {
     let words = if sql.len() > DIGEST_FIRST_SCAN_BYTES {
         match normalized(sql, DIGEST_FIRST_SCAN_BYTES) {
-            w if w.ends_with(&[FOLDED.to_string(), ELLIPSIS.to_string()]) => w,
+            w if matches!(w.as_slice(), [.., rows, cut] if rows == FOLDED && cut == ELLIPSIS) => w,
             _ => normalized(sql, DIGEST_SCAN_BYTES),
         }
     } else {
@@ -130,8 +130,8 @@ fn normalized(sql: &str, scan: usize) -> Vec<String> {
         // `( ... ) , ( ? , ?` (a row cut short): the rows so far.
         if let Some(last_rows) = words.iter().rposition(|w| w == FOLDED) {
             let rest = &words[last_rows + 1..];
-            let open = |w: &&String| *w == "(";
-            let unclosed = rest.iter().filter(open).count() > rest.iter().filter(|w| *w == ")").count();
+            let depth: isize = rest.iter().map(|w| (w == "(") as isize - (w == ")") as isize).sum();
+            let unclosed = depth > 0;
             if rest.first().is_some_and(|w| w == ",") && rest.get(1).is_some_and(|w| w == "(") && unclosed {
                 words.truncate(last_rows + 1);
             }

@@ -167,10 +167,11 @@ impl LoadMode {
     }
 
     /// True once (for the caller that ends it) if a load is on and no bulk commit came in
-    /// the `LOAD_QUIET` before `now_ms`.
-    fn quiet(&self, now_ms: u64) -> bool {
+    /// the `LOAD_QUIET` before `now_ms()` (asked only while a load is on: every ordinary
+    /// write asks).
+    fn quiet(&self, now_ms: impl FnOnce() -> u64) -> bool {
         self.on.load(Ordering::Relaxed)
-            && now_ms.saturating_sub(self.last_bulk_ms.load(Ordering::Relaxed)) >= LOAD_QUIET.as_millis() as u64
+            && now_ms().saturating_sub(self.last_bulk_ms.load(Ordering::Relaxed)) >= LOAD_QUIET.as_millis() as u64
             && self.on.swap(false, Ordering::AcqRel)
     }
 }
@@ -449,7 +450,7 @@ impl Engine for RocksEngine {
     }
 
     fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
-        if self.load.quiet(self.load.now_ms()) {
+        if self.load.quiet(|| self.load.now_ms()) {
             self.size_latest_memtable(LATEST_WRITE_BUFFER_BYTES)?;
         }
         let mut wb = rocksdb::WriteBatch::default();
@@ -808,17 +809,17 @@ mod tests {
     fn a_load_starts_with_a_bulk_commit_and_ends_after_a_quiet_spell() {
         let m = LoadMode::new();
         let quiet = LOAD_QUIET.as_millis() as u64;
-        assert!(!m.quiet(10 * quiet), "no load yet");
+        assert!(!m.quiet(|| 10 * quiet), "no load yet");
         assert!(m.bulk_commit(1_000), "the first bulk commit starts it");
         assert!(!m.bulk_commit(1_500), "only once");
-        assert!(!m.quiet(1_500 + quiet - 1));
-        assert!(m.quiet(1_500 + quiet), "quiet since the last bulk commit");
-        assert!(!m.quiet(1_500 + 2 * quiet), "ended once");
+        assert!(!m.quiet(|| 1_500 + quiet - 1));
+        assert!(m.quiet(|| 1_500 + quiet), "quiet since the last bulk commit");
+        assert!(!m.quiet(|| 1_500 + 2 * quiet), "ended once");
         assert!(m.bulk_commit(90_000), "a later load starts again");
         // A late caller's older clock does not move the last bulk commit back.
         assert!(!m.bulk_commit(80_000));
-        assert!(!m.quiet(80_000 + quiet));
-        assert!(m.quiet(90_000 + quiet));
+        assert!(!m.quiet(|| 80_000 + quiet));
+        assert!(m.quiet(|| 90_000 + quiet));
     }
 
     /// The latest CF's active memtable, in bytes.

@@ -199,7 +199,8 @@ fn cost_order(
             joins.push((rs, p));
         }
     }
-    let rows: Vec<f64> = (0..n).map(|k| est[k].filtered_rows(&local[k]).max(1.0)).collect();
+    let filtered: Vec<f64> = (0..n).map(|k| est[k].filtered_rows(&local[k])).collect();
+    let rows: Vec<f64> = filtered.iter().map(|f| f.max(1.0)).collect();
     // The rows reading a table costs: its estimated output, except that a filter estimated
     // to keep nothing does not make the read free. Then only the conjuncts on columns some
     // key holds narrow it (TPC-C Stock-Level's `s_quantity < 10` matches no stock row, but
@@ -209,7 +210,7 @@ fn cost_order(
     // slower); a cost per looked-up row is what would let it apply everywhere.
     let read: Vec<f64> = (0..n)
         .map(|k| {
-            if est[k].filtered_rows(&local[k]) >= 1.0 {
+            if filtered[k] >= 1.0 {
                 return rows[k];
             }
             let table = &tables[k].0;
