@@ -1,6 +1,7 @@
 //! Percolator-style multi-version concurrency control on a `storage::Engine`, and the
 //! in-process implementation of `kv::Client` and `kv::Oracle` that the embedded server uses.
 
+mod empty_ranges;
 pub mod gc;
 pub mod group_sync;
 pub mod latches;

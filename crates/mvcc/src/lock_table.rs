@@ -190,6 +190,7 @@ impl Changes {
         table: &LockTable,
         sink: Option<&dyn strata_kv::ChangeSink>,
         sync: bool,
+        written: impl FnOnce(),
     ) -> Result<()> {
         if !self.batch.is_empty() {
             let keys = self.batch.ops.len() as u64;
@@ -201,6 +202,7 @@ impl Changes {
                 }
             }
         }
+        written();
         if let Some(sink) = sink {
             if !self.committed.is_empty() {
                 sink.committed(self.committed);

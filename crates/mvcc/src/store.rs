@@ -74,6 +74,8 @@ pub struct MvccStore {
     rollback_boundary: Timestamp,
     /// Deletions whose latest records go once no reader is older (`prune`).
     pub(crate) prune: crate::prune::Prune,
+    /// Ranges of the latest CF known to hold no record, which scans seek past.
+    empty: crate::empty_ranges::EmptyRanges,
 }
 
 /// A key past every version of `enc` and before the next encoded key (encoded keys are
@@ -195,6 +197,7 @@ impl MvccStore {
             rolled_back_txns: parking_lot::RwLock::default(),
             rollback_boundary: Timestamp::compose(limit, 0),
             prune: crate::prune::Prune::new(Timestamp::compose(limit, 0)),
+            empty: Default::default(),
             engine,
             latches: Latches::default(),
             locks,
@@ -216,7 +219,9 @@ impl MvccStore {
     fn apply(&self, changes: Changes, sync: bool) -> Result<()> {
         let sink = if changes.committed.is_empty() { None } else { self.sink.read().clone() };
         let oldest = crate::gc::GcState::oldest_put(&changes.batch);
-        let done = changes.apply(self.engine.as_ref(), &self.locks, sink.as_deref(), sync);
+        let fresh = crate::empty_ranges::Fresh::of(&changes.batch);
+        let done =
+            changes.apply(self.engine.as_ref(), &self.locks, sink.as_deref(), sync, || self.empty.written(&fresh));
         self.gc_state.note(oldest);
         done
     }
@@ -484,6 +489,8 @@ impl MvccStore {
         // that will commit above `ts`.
         let blocking = self.locks.find_in_range(start, end, |l| Self::blocks_read(l, ts));
         let (enc_start, enc_end) = (encode_user_key(start), encode_user_key(end));
+        // Registered before the cursor pins its snapshot (`empty_ranges`).
+        let mut ticket = if limit > 0 { self.empty.begin(&enc_start, &enc_end) } else { None };
         let mut latest = self.engine.cursor(Cf::Latest, &enc_start, &enc_end)?;
         // Asked once the cursor has pinned its snapshot (`prune`).
         let mut pruned = match self.prune.below_floor(since) {
@@ -493,9 +500,22 @@ impl MvccStore {
         let mut older: Option<Box<dyn Cursor + '_>> = None;
         let mut out = Vec::new();
         if limit > 0 {
-            latest.seek(&enc_start);
             if let Some(p) = &mut pruned {
+                ticket = None; // a pruned Delete's key has no record, yet is not empty here
                 p.seek(&enc_start);
+            }
+            match ticket {
+                Some(t) => {
+                    latest.seek(t.seek.as_deref().filter(|s| *s > enc_start.as_slice()).unwrap_or(&enc_start));
+                    let first = if latest.valid()? { latest.key() } else { &enc_end };
+                    self.empty.finish(t, &enc_start, first);
+                }
+                None => {
+                    let skipped = latest.seek_counting(&enc_start);
+                    if pruned.is_none() && skipped > crate::empty_ranges::SLOW_SEEK_SKIPS {
+                        self.empty.note_slow(&enc_start);
+                    }
+                }
             }
         }
         while out.len() < limit {

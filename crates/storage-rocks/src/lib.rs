@@ -367,12 +367,30 @@ fn gave_up(status: std::result::Result<(), rocksdb::Error>) -> bool {
     matches!(status, Err(e) if e.kind() == rocksdb::ErrorKind::Incomplete)
 }
 
+thread_local! {
+    /// This thread's RocksDB perf context (its counters are on at RocksDB's default perf
+    /// level, `kEnableCount`).
+    static PERF: rocksdb::perf::PerfContext = rocksdb::perf::PerfContext::default();
+}
+
+/// Dead entries this thread's iterators have stepped over so far: deletion markers and the
+/// older or deleted versions of keys (RocksDB's perf counters).
+fn skipped_entries() -> u64 {
+    use rocksdb::perf::PerfMetric;
+    PERF.with(|p| p.metric(PerfMetric::InternalDeleteSkippedCount) + p.metric(PerfMetric::InternalKeySkippedCount))
+}
+
 impl Cursor for RocksCursor<'_> {
     fn seek(&mut self, key: &[u8]) {
         match &self.versions_start {
             Some(start) if key.len() < start.len() => self.it.seek(start),
             _ => self.it.seek(key),
         }
+    }
+    fn seek_counting(&mut self, key: &[u8]) -> u64 {
+        let before = skipped_entries();
+        self.seek(key);
+        skipped_entries().wrapping_sub(before)
     }
     fn next(&mut self) {
         self.it.next();

@@ -82,6 +82,14 @@ impl WriteBatch {
 pub trait Cursor {
     /// Positions at the first key `>= key`.
     fn seek(&mut self, key: &[u8]);
+    /// `seek`, returning how many dead entries (deletion markers, and the versions they or
+    /// newer ones hide) it stepped over to get there, where the engine counts them (0
+    /// where it does not): what a run of deleted keys costs a scan (mvcc's
+    /// `empty_ranges`).
+    fn seek_counting(&mut self, key: &[u8]) -> u64 {
+        self.seek(key);
+        0
+    }
     /// Advances to the next key.
     fn next(&mut self);
     /// Whether the cursor is on an entry (an I/O failure is an error, not `false`).
