@@ -47,13 +47,21 @@ const RANGES_MAX: usize = 4096;
 /// between its lowest and highest key would remove all there are.
 const KEYS_MAX: usize = 512;
 
+/// A scan recording a range: its span, and the lowest key written into the span since it
+/// registered.
+struct Pending {
+    id: u64,
+    start: Vec<u8>,
+    end: Vec<u8>,
+    low: Option<Vec<u8>>,
+}
+
 #[derive(Default)]
 struct Inner {
     /// Non-overlapping empty ranges: start → end (exclusive).
     ranges: BTreeMap<Vec<u8>, Vec<u8>>,
-    /// Scans recording a range: id → (span start, span end, lowest key written into the
-    /// span since the scan registered).
-    pending: Vec<(u64, Vec<u8>, Vec<u8>, Option<Vec<u8>>)>,
+    /// Scans recording a range.
+    pending: Vec<Pending>,
     /// Starts of scans whose seek was slow.
     slow: VecDeque<Vec<u8>>,
     next_id: u64,
@@ -83,9 +91,9 @@ impl Inner {
                 self.ranges.insert(after, end);
             }
         }
-        for (_, start, end, low) in &mut self.pending {
-            if start.as_slice() <= key && key < end.as_slice() && low.as_deref().is_none_or(|l| key < l) {
-                *low = Some(key.to_vec());
+        for p in &mut self.pending {
+            if p.start.as_slice() <= key && key < p.end.as_slice() && p.low.as_deref().is_none_or(|l| key < l) {
+                p.low = Some(key.to_vec());
             }
         }
     }
@@ -100,11 +108,11 @@ impl Inner {
         for s in doomed {
             self.ranges.remove(&s);
         }
-        for (_, start, end, low) in &mut self.pending {
-            if start.as_slice() <= hi && lo < end.as_slice() {
-                let first = lo.max(start.as_slice());
-                if low.as_deref().is_none_or(|l| first < l) {
-                    *low = Some(first.to_vec());
+        for p in &mut self.pending {
+            if p.start.as_slice() <= hi && lo < p.end.as_slice() {
+                let first = lo.max(p.start.as_slice());
+                if p.low.as_deref().is_none_or(|l| first < l) {
+                    p.low = Some(first.to_vec());
                 }
             }
         }
@@ -179,7 +187,7 @@ pub(crate) struct Ticket<'a> {
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
         let mut inner = self.ranges.inner.lock();
-        inner.pending.retain(|p| p.0 != self.id);
+        inner.pending.retain(|p| p.id != self.id);
     }
 }
 
@@ -194,7 +202,7 @@ impl EmptyRanges {
         }
         let id = inner.next_id;
         inner.next_id += 1;
-        inner.pending.push((id, start.to_vec(), end.to_vec(), None));
+        inner.pending.push(Pending { id, start: start.to_vec(), end: end.to_vec(), low: None });
         Some(Ticket { ranges: self, id, seek })
     }
 
@@ -202,9 +210,8 @@ impl EmptyRanges {
     /// none before the end of its span, `first` = that end).
     pub(crate) fn finish(&self, t: Ticket<'_>, start: &[u8], first: &[u8]) {
         let mut inner = self.inner.lock();
-        let Some(i) = inner.pending.iter().position(|p| p.0 == t.id) else { return };
-        let (_, _, _, low) = inner.pending.swap_remove(i);
-        let end = match low {
+        let Some(i) = inner.pending.iter().position(|p| p.id == t.id) else { return };
+        let end = match inner.pending.swap_remove(i).low {
             Some(l) if l.as_slice() < first => l,
             _ => first.to_vec(),
         };
