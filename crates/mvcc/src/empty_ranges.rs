@@ -279,27 +279,27 @@ mod tests {
     fn a_write_into_a_range_cuts_it() {
         let r = EmptyRanges::default();
         r.note_slow(b"a");
-        let t = r.begin(b"a", b"z").unwrap();
+        let t = r.begin(b"a", b"z").expect("registered");
         r.finish(t, b"a", b"m");
         r.written(&Fresh::Keys(vec![k("f")]));
-        assert_eq!(r.begin(b"a", b"z").unwrap().seek, Some(k("f")));
+        assert_eq!(r.begin(b"a", b"z").expect("registered").seek, Some(k("f")));
         // Past the key, the range still holds nothing.
-        assert_eq!(r.begin(b"g", b"z").unwrap().seek, Some(k("m")));
+        assert_eq!(r.begin(b"g", b"z").expect("registered").seek, Some(k("m")));
         // A write at the range's start removes what starts there.
         r.written(&Fresh::Keys(vec![k("a")]));
-        assert_eq!(r.begin(b"a", b"z").unwrap().seek, None);
+        assert_eq!(r.begin(b"a", b"z").expect("registered").seek, None);
     }
 
     #[test]
     fn a_write_while_a_scan_runs_stops_its_range_short() {
         let r = EmptyRanges::default();
         r.note_slow(b"a");
-        let t = r.begin(b"a", b"z").unwrap();
+        let t = r.begin(b"a", b"z").expect("registered");
         // Lands after the scan's snapshot: the scan found "m" first, not "d".
         r.written(&Fresh::Keys(vec![k("d")]));
         r.written(&Fresh::Keys(vec![k("q")])); // past what the scan found: no matter
         r.finish(t, b"a", b"m");
-        assert_eq!(r.begin(b"a", b"z").unwrap().seek, Some(k("d")));
+        assert_eq!(r.begin(b"a", b"z").expect("registered").seek, Some(k("d")));
     }
 
     #[test]
@@ -307,14 +307,14 @@ mod tests {
         let r = EmptyRanges::default();
         for (s, e) in [("a", "c"), ("e", "g"), ("k", "m")] {
             r.note_slow(s.as_bytes());
-            let t = r.begin(s.as_bytes(), b"z").unwrap();
+            let t = r.begin(s.as_bytes(), b"z").expect("registered");
             r.finish(t, s.as_bytes(), e.as_bytes());
         }
         assert_eq!(r.len(), 3);
         r.written(&Fresh::Span(k("b"), k("f")));
         assert_eq!(r.len(), 1);
-        assert_eq!(r.begin(b"k", b"z").unwrap().seek, Some(k("m")));
-        let t = r.begin(b"a", b"z").unwrap();
+        assert_eq!(r.begin(b"k", b"z").expect("registered").seek, Some(k("m")));
+        let t = r.begin(b"a", b"z").expect("registered");
         assert_eq!(t.seek, None);
     }
 
@@ -323,12 +323,12 @@ mod tests {
         let r = EmptyRanges::default();
         r.note_slow(b"a");
         r.note_slow(b"d");
-        let t = r.begin(b"d", b"z").unwrap();
+        let t = r.begin(b"d", b"z").expect("registered");
         r.finish(t, b"d", b"h");
-        let t = r.begin(b"a", b"z").unwrap();
+        let t = r.begin(b"a", b"z").expect("registered");
         r.finish(t, b"a", b"e");
         assert_eq!(r.len(), 1);
-        assert_eq!(r.begin(b"a", b"z").unwrap().seek, Some(k("h")));
+        assert_eq!(r.begin(b"a", b"z").expect("registered").seek, Some(k("h")));
     }
 
     #[test]
