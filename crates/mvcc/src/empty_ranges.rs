@@ -180,12 +180,17 @@ pub(crate) struct EmptyRanges {
 pub(crate) struct Ticket<'a> {
     ranges: &'a EmptyRanges,
     id: u64,
+    /// `finish` took the registration out already.
+    done: bool,
     /// The end of the empty range the scan's start is in, if there is one.
     pub(crate) seek: Option<Vec<u8>>,
 }
 
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
+        if self.done {
+            return;
+        }
         let mut inner = self.ranges.inner.lock();
         inner.pending.retain(|p| p.id != self.id);
     }
@@ -203,12 +208,13 @@ impl EmptyRanges {
         let id = inner.next_id;
         inner.next_id += 1;
         inner.pending.push(Pending { id, start: start.to_vec(), end: end.to_vec(), low: None });
-        Some(Ticket { ranges: self, id, seek })
+        Some(Ticket { ranges: self, id, done: false, seek })
     }
 
     /// Records that the scan of `t` from `start` found its first record at `first` (or
     /// none before the end of its span, `first` = that end).
-    pub(crate) fn finish(&self, t: Ticket<'_>, start: &[u8], first: &[u8]) {
+    pub(crate) fn finish(&self, mut t: Ticket<'_>, start: &[u8], first: &[u8]) {
+        t.done = true; // no second lock in its drop
         let mut inner = self.inner.lock();
         let Some(i) = inner.pending.iter().position(|p| p.id == t.id) else { return };
         let end = match inner.pending.swap_remove(i).low {
