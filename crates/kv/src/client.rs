@@ -77,7 +77,25 @@ pub struct PessimisticLockRequest {
     pub ttl_ms: u64,
     /// How long to wait for another transaction's lock; `None` fails at once.
     pub wait_timeout_ms: Option<u64>,
+    /// What a locking scan read of these keys, if one did (`Client::scan_for_lock`): the
+    /// store may take a record from here instead of reading the key again.
+    pub seen: Option<Seen>,
 }
+
+/// The store's records of keys' latest committed versions as a scan at `ts` read them
+/// (`Client::scan_for_lock`), handed back with the lock of those keys. Opaque above the
+/// store; a store that sees the key was committed again since `ts` reads it instead.
+#[derive(Clone, Debug, Default)]
+pub struct Seen {
+    /// The scan's read timestamp.
+    pub ts: Timestamp,
+    /// Per key of the request, in order: the record read, if the scan has one to give.
+    pub records: Vec<Option<Vec<u8>>>,
+}
+
+/// An entry of a locking scan: key, value, and the store's record of it to hand back with
+/// the key's lock (`Seen`), when it has one.
+pub type ScannedEntry = (Vec<u8>, Vec<u8>, Option<Vec<u8>>);
 
 /// What `check_txn_status` found about a transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,6 +133,12 @@ pub trait Client: Send + Sync + 'static {
         ts: Timestamp,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// [`scan`](Self::scan) for a statement that locks what it reads next: each entry comes
+    /// with what the store read of it, for the lock request's `seen`. A store without such
+    /// records gives none.
+    async fn scan_for_lock(&self, start: &[u8], end: &[u8], ts: Timestamp, limit: usize) -> Result<Vec<ScannedEntry>> {
+        Ok(self.scan(start, end, ts, limit).await?.into_iter().map(|(k, v)| (k, v, None)).collect())
+    }
     /// Takes pessimistic locks; waits for holders up to the timeout, detecting deadlocks.
     /// Returns the keys' latest committed values (in request order), read in the same pass:
     /// once the keys are locked nothing can commit past them.

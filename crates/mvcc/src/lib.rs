@@ -10,6 +10,7 @@ pub mod lock_manager;
 mod lock_table;
 mod prune;
 pub mod records;
+mod stamps;
 pub mod store;
 pub mod tso;
 

@@ -95,6 +95,16 @@ impl Client for LocalClient {
         self.store.scan_checked(start, end, ts, limit)
     }
 
+    async fn scan_for_lock(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        ts: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<strata_kv::ScannedEntry>> {
+        self.store.scan_for_lock(start, end, ts, limit)
+    }
+
     async fn pessimistic_lock(&self, req: PessimisticLockRequest) -> Result<Vec<Option<Vec<u8>>>> {
         let deadline = req.wait_timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         let req = Arc::new(req);

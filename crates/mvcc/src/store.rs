@@ -76,6 +76,9 @@ pub struct MvccStore {
     pub(crate) prune: crate::prune::Prune,
     /// Ranges of the latest CF known to hold no record, which scans seek past.
     empty: crate::empty_ranges::EmptyRanges,
+    /// The newest commit per stripe of keys, which tells a lock whether a record a scan
+    /// read is still the key's latest (`stamps`).
+    stamps: crate::stamps::CommitStamps,
 }
 
 /// A key past every version of `enc` and before the next encoded key (encoded keys are
@@ -198,6 +201,7 @@ impl MvccStore {
             rollback_boundary: Timestamp::compose(limit, 0),
             prune: crate::prune::Prune::new(Timestamp::compose(limit, 0)),
             empty: Default::default(),
+            stamps: crate::stamps::CommitStamps::new(Timestamp::compose(limit, 0)),
             engine,
             latches: Latches::default(),
             locks,
@@ -220,6 +224,7 @@ impl MvccStore {
         let sink = if changes.committed.is_empty() { None } else { self.sink.read().clone() };
         let oldest = crate::gc::GcState::oldest_put(&changes.batch);
         let fresh = crate::empty_ranges::Fresh::of(&changes.batch);
+        self.stamps.note(&changes.batch);
         let done =
             changes.apply(self.engine.as_ref(), &self.locks, sink.as_deref(), sync, || self.empty.written(&fresh));
         self.gc_state.note(oldest);
@@ -423,9 +428,36 @@ impl MvccStore {
             limit,
             check,
             |(k, _)| k,
-            |enc, _, w| {
+            |enc, _, w, _| {
                 Ok(match self.value_of(enc, w)? {
                     Some(v) => Some((decode_user_key(enc)?, v)),
+                    None => None,
+                })
+            },
+        )
+    }
+
+    /// [`scan`](Self::scan) whose entries come with the latest record they were read from,
+    /// when they were (a key committed again after `ts` was read from the write CF): what a
+    /// pessimistic lock of the key may use instead of reading it again (`stamps`).
+    pub fn scan_for_lock(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        ts: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<strata_kv::ScannedEntry>> {
+        self.walk_keys(
+            start,
+            end,
+            ts,
+            ts,
+            limit,
+            false,
+            |(k, _, _)| k,
+            |enc, _, w, raw| {
+                Ok(match self.value_of(enc, w)? {
+                    Some(v) => Some((decode_user_key(enc)?, v, raw.map(<[u8]>::to_vec))),
                     None => None,
                 })
             },
@@ -453,7 +485,7 @@ impl MvccStore {
             limit,
             false,
             |ch| &ch.key,
-            |enc, commit_ts, w| {
+            |enc, commit_ts, w, _| {
                 if commit_ts <= after {
                     return Ok(None);
                 }
@@ -482,7 +514,7 @@ impl MvccStore {
         limit: usize,
         check: bool,
         key_of: fn(&T) -> &[u8],
-        mut visit: impl FnMut(&[u8], Timestamp, WriteRef<'_>) -> Result<Option<T>>,
+        mut visit: impl FnMut(&[u8], Timestamp, WriteRef<'_>, Option<&[u8]>) -> Result<Option<T>>,
     ) -> Result<Vec<T>> {
         // The first lock in the range that blocks this read, taken before the versions are
         // read (see the module docs); a lock that appears later belongs to a transaction
@@ -526,7 +558,7 @@ impl MvccStore {
                     if next.is_none_or(|l| k.as_slice() < l) {
                         // Versions without a latest record: a pruned Delete is the newest.
                         if let Some((commit_ts, w)) = Self::pruned_record(&mut **p, &k, ts, check)? {
-                            if let Some(t) = visit(&k, commit_ts, w)? {
+                            if let Some(t) = visit(&k, commit_ts, w, None)? {
                                 out.push(t);
                             }
                         }
@@ -539,9 +571,10 @@ impl MvccStore {
                 }
             }
             let Some(enc) = next else { break };
-            let (commit_ts, w) = split_latest(latest.value())?;
+            let raw = latest.value();
+            let (commit_ts, w) = split_latest(raw)?;
             let entry = if commit_ts <= ts {
-                visit(enc, commit_ts, w)?
+                visit(enc, commit_ts, w, Some(raw))?
             } else if check {
                 return Err(newer_version(&decode_user_key(enc)?, ts, commit_ts));
             } else {
@@ -551,7 +584,7 @@ impl MvccStore {
                 };
                 c.seek(&versioned(enc, ts));
                 match Self::data_record(&mut **c, enc)? {
-                    Some((commit_ts, w)) => visit(enc, commit_ts, w)?,
+                    Some((commit_ts, w)) => visit(enc, commit_ts, w, None)?,
                     None => None,
                 }
             };
@@ -747,7 +780,7 @@ impl MvccStore {
         // as they change no value (TiKV reports a newer Lock record as a conflict, which
         // only makes the statement retry for nothing).
         let encs: Vec<Vec<u8>> = req.keys.iter().map(|k| encode_user_key(k)).collect();
-        let raws = self.latest_records(&encs.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
+        let raws = self.locked_records(req, &encs)?;
         for (((key, enc), raw), held) in req.keys.iter().zip(&encs).zip(raws).zip(ours) {
             let latest = raw.as_deref().map(split_latest).transpose()?;
             values.push(match latest {
@@ -792,6 +825,31 @@ impl MvccStore {
         }
         self.apply(changes, sync)?;
         Ok(Ok(values))
+    }
+
+    /// The latest records of a lock request's keys (encoded as `encs`), in order: a record
+    /// a scan handed back (`seen`) as it is if nothing committed to its stripe since the scan
+    /// (`stamps`), the others read.
+    fn locked_records(&self, req: &PessimisticLockRequest, encs: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        let seen = req.seen.as_ref().filter(|s| s.records.len() == encs.len());
+        let Some(seen) = seen else {
+            return self.latest_records(&encs.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        };
+        let given: Vec<Option<&Vec<u8>>> = encs
+            .iter()
+            .zip(&seen.records)
+            .map(|(enc, r)| r.as_ref().filter(|_| self.stamps.newest(enc) <= seen.ts))
+            .collect();
+        let to_read: Vec<&[u8]> =
+            encs.iter().zip(&given).filter(|(_, g)| g.is_none()).map(|(e, _)| e.as_slice()).collect();
+        let mut read = self.latest_records(&to_read)?.into_iter();
+        given
+            .into_iter()
+            .map(|g| match g {
+                Some(r) => Ok(Some(r.clone())),
+                None => read.next().ok_or_else(|| Error::internal("lock read fewer records than keys")),
+            })
+            .collect()
     }
 
     /// The latest CF records of encoded keys, in order: one MultiGet for a command's keys

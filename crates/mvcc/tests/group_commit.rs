@@ -97,6 +97,7 @@ async fn a_waiting_writer_goes_ahead_before_the_holders_fsync_and_the_commit_ret
             for_update_ts: ts(20),
             ttl_ms: 3000,
             wait_timeout_ms: Some(5000),
+            seen: None,
         })
         .await
         .expect("lock");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use strata_common::{Result, Timestamp};
 use strata_kv::{Client, LockMode, Mutation, PessimisticLockRequest, PrewriteRequest};
-use strata_mvcc::records::{encode_user_key, versioned, Kind, Write};
+use strata_mvcc::records::{encode_user_key, latest_record, versioned, Kind, Write};
 use strata_mvcc::{LocalClient, MvccStore};
 use strata_storage::{Cf, Cursor, Engine, MemoryEngine, WriteBatch};
 
@@ -145,6 +145,7 @@ async fn random_txns_in(
     n: usize,
     pessimistic: bool,
 ) {
+    let mut scanned: Option<(Timestamp, Vec<strata_kv::ScannedEntry>)> = None;
     for _ in 0..n {
         let start = *now;
         let commit = *now + 1;
@@ -166,6 +167,20 @@ async fn random_txns_in(
         }
         let ks: Vec<Vec<u8>> = muts.iter().map(|m| m.key().to_vec()).collect();
         if pessimistic && rng.below(2) == 0 {
+            // Half the locks come with what a locking scan read a few transactions earlier
+            // (some of the keys committed again since): the lock must answer the latest
+            // values all the same.
+            if scanned.is_none() || rng.below(4) == 0 {
+                let got = c.scan_for_lock(b"k", b"l", ts(start), usize::MAX).await.expect("scan for lock");
+                scanned = Some((ts(start), got));
+            }
+            let seen = match (rng.below(2), &scanned) {
+                (0, Some((at, got))) => {
+                    let record = |k: &Vec<u8>| got.iter().find(|(g, _, _)| g == k).and_then(|(_, _, r)| r.clone());
+                    Some(strata_kv::Seen { ts: *at, records: ks.iter().map(record).collect() })
+                }
+                _ => None,
+            };
             let req = PessimisticLockRequest {
                 keys: ks.clone(),
                 primary: ks[0].clone(),
@@ -173,8 +188,12 @@ async fn random_txns_in(
                 for_update_ts: ts(start),
                 ttl_ms: 3000,
                 wait_timeout_ms: None,
+                seen,
             };
-            c.pessimistic_lock(req).await.expect("lock");
+            let values = c.pessimistic_lock(req).await.expect("lock");
+            for (k, v) in ks.iter().zip(values) {
+                assert_eq!(v, model_at(model, k, u64::MAX), "lock of {k:?} at {start}");
+            }
             if rng.below(3) == 0 {
                 c.store().prune_deletes(ts(start)).expect("prune");
             }
@@ -548,6 +567,7 @@ async fn a_pruned_deletion_is_not_stepped_over_and_still_conflicts() {
         for_update_ts: ts(13),
         ttl_ms: 3000,
         wait_timeout_ms: None,
+        seen: None,
     };
     let locked = c.pessimistic_lock(lock.clone()).await;
     assert!(matches!(locked, Err(strata_common::Error::WriteConflict { .. })), "{locked:?}");
@@ -746,4 +766,75 @@ async fn compactions_drop_old_versions_below_the_safe_point_and_reads_agree() {
     for at in [safe, safe + 1, now] {
         check_reads(&c, &model, keys, at, safe).await;
     }
+}
+
+#[tokio::test]
+async fn a_lock_takes_the_record_a_scan_read_unless_its_key_was_committed_since() {
+    let c = LocalClient::new(Arc::new(MvccStore::open(Arc::new(MemoryEngine::new())).expect("open")), false);
+    let commit = |k: &'static [u8], v: &'static [u8], start: u64| {
+        let c = c.clone();
+        async move {
+            c.prewrite(prewrite(vec![Mutation::Put(k.to_vec(), v.to_vec())], ts(start))).await.expect("prewrite");
+            c.commit(&[k.to_vec()], ts(start), ts(start + 1)).await.expect("commit");
+        }
+    };
+    commit(b"a", b"a1", 10).await;
+    commit(b"b", b"b1", 12).await;
+    let got = c.scan_for_lock(b"a", b"c", ts(20), 10).await.expect("scan for lock");
+    assert_eq!(
+        got.iter().map(|(k, v, _)| (k.clone(), v.clone())).collect::<Vec<_>>(),
+        vec![(b"a".to_vec(), b"a1".to_vec()), (b"b".to_vec(), b"b1".to_vec())]
+    );
+    assert!(got.iter().all(|(_, _, r)| r.is_some()), "both read from their latest records");
+    // "b" is committed again after the scan; "a" is not.
+    commit(b"b", b"b2", 30).await;
+    // The record handed back for "a" is a stand-in with another value, to see which one
+    // the lock answers with: the stand-in (no read), while "b" is read again.
+    let stand_in = latest_record(ts(11), Kind::Put, ts(10), Some(b"as read"));
+    let lock = PessimisticLockRequest {
+        keys: vec![b"a".to_vec(), b"b".to_vec()],
+        primary: b"a".to_vec(),
+        start_ts: ts(40),
+        for_update_ts: ts(40),
+        ttl_ms: 3000,
+        wait_timeout_ms: None,
+        seen: Some(strata_kv::Seen { ts: ts(20), records: vec![Some(stand_in), got[1].2.clone()] }),
+    };
+    let values = c.pessimistic_lock(lock).await.expect("lock");
+    assert_eq!(values, vec![Some(b"as read".to_vec()), Some(b"b2".to_vec())]);
+    c.rollback(&[b"a".to_vec(), b"b".to_vec()], ts(40)).await.expect("rollback");
+    // A key committed again after the scan conflicts as it would without the record.
+    let lock = PessimisticLockRequest {
+        keys: vec![b"b".to_vec()],
+        primary: b"b".to_vec(),
+        start_ts: ts(25),
+        for_update_ts: ts(25),
+        ttl_ms: 3000,
+        wait_timeout_ms: None,
+        seen: Some(strata_kv::Seen { ts: ts(20), records: vec![got[1].2.clone()] }),
+    };
+    let locked = c.pessimistic_lock(lock).await;
+    assert!(matches!(locked, Err(strata_common::Error::WriteConflict { .. })), "{locked:?}");
+    // The commit of a lock taken with a scan's record keeps the superseded version.
+    let lock = PessimisticLockRequest {
+        keys: vec![b"a".to_vec()],
+        primary: b"a".to_vec(),
+        start_ts: ts(50),
+        for_update_ts: ts(50),
+        ttl_ms: 3000,
+        wait_timeout_ms: None,
+        seen: Some(strata_kv::Seen { ts: ts(45), records: vec![got[0].2.clone()] }),
+    };
+    assert_eq!(c.pessimistic_lock(lock).await.expect("lock"), vec![Some(b"a1".to_vec())]);
+    let mut req = Arc::try_unwrap(prewrite(vec![Mutation::Put(b"a".to_vec(), b"a2".to_vec())], ts(50))).expect("one");
+    req.mode = LockMode::Pessimistic;
+    req.locked = vec![true];
+    c.prewrite(Arc::new(req)).await.expect("prewrite");
+    c.commit(&[b"a".to_vec()], ts(50), ts(51)).await.expect("commit");
+    let at = |t: u64| {
+        let c = c.clone();
+        async move { c.batch_get(&[b"a".to_vec()], ts(t)).await.expect("get").remove(0) }
+    };
+    assert_eq!(at(30).await, Some(b"a1".to_vec()));
+    assert_eq!(at(60).await, Some(b"a2".to_vec()));
 }

@@ -34,6 +34,7 @@ fn lock_one(key: &str, start: u64, for_update: u64) -> PessimisticLockRequest {
         for_update_ts: ts(for_update),
         ttl_ms: 3000,
         wait_timeout_ms: None,
+        seen: None,
     }
 }
 
@@ -122,6 +123,7 @@ async fn pessimistic_lock_conflicts_waits_and_times_out() {
         for_update_ts: ts(fu),
         ttl_ms: 3000,
         wait_timeout_ms: wait,
+        seen: None,
     };
     // A newer commit than for_update_ts is a conflict; the statement retries with a new ts.
     assert!(matches!(c.pessimistic_lock(req(15, 15, None)).await, Err(Error::WriteConflict { .. })));
@@ -156,6 +158,7 @@ async fn a_hot_key_passes_from_waiter_to_waiter() {
         for_update_ts: ts(fu),
         ttl_ms: 10_000,
         wait_timeout_ms: Some(wait),
+        seen: None,
     };
     c.pessimistic_lock(req(100, 100, 0)).await.expect("first holder");
     let started = std::time::Instant::now();
@@ -212,6 +215,7 @@ async fn pessimistic_lock_returns_the_latest_committed_values() {
         for_update_ts: ts(20),
         ttl_ms: 3000,
         wait_timeout_ms: None,
+        seen: None,
     };
     let values = c.pessimistic_lock(req.clone()).await.expect("lock");
     let expected = vec![None, Some(b"new".to_vec()), None, Some(big.as_bytes().to_vec())];
@@ -232,6 +236,7 @@ async fn a_rolled_back_transaction_cannot_lock_or_write_its_keys_again() {
         for_update_ts: ts(fu),
         ttl_ms: 3000,
         wait_timeout_ms: None,
+        seen: None,
     };
     c.pessimistic_lock(lock("p", 10, 10)).await.expect("lock p");
     let mut p = (*prewrite(vec![put("p", "1")], ts(10), LockMode::Pessimistic)).clone();

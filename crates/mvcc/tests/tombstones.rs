@@ -73,6 +73,7 @@ fn commands_do_not_step_over_other_transactions_deletions() {
             for_update_ts: Timestamp(start),
             ttl_ms: 3000,
             wait_timeout_ms: None,
+            seen: None,
         };
         let values = store.pessimistic_lock(&lock, false).expect("lock").expect("not blocked");
         assert_eq!(values, vec![None; fresh.len()]);

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use strata_common::{Error, Result, Timestamp};
-use strata_kv::{Client, LockMode, Mutation, Oracle, PessimisticLockRequest, PrewriteRequest};
+use strata_kv::{Client, LockMode, Mutation, Oracle, PessimisticLockRequest, PrewriteRequest, Seen};
 
 use crate::resolver::resolve_lock;
 
@@ -69,6 +69,12 @@ const MAX_RESOLVE_ATTEMPTS: u32 = 2_000;
 const LOCKED_VALUES_MAX: usize = 1 << 20;
 /// Only lock commands of at most this many keys keep their values (`keep_locked_value`).
 const KEEP_LOCKED_VALUES_KEYS: usize = 64;
+
+/// A locking scan batch of at most this many entries keeps what the store read of them
+/// for their lock request (`Transaction::seen`); a larger one's locks read again (scan
+/// batches start at 256 entries and double: a statement locking thousands of rows keeps
+/// its first few batches).
+const SEEN_MAX: usize = 4096;
 
 /// One transaction.
 pub struct Transaction {
@@ -114,6 +120,11 @@ pub struct Transaction {
     rc_check_ts: bool,
     /// Whether the running statement reads at a reused timestamp, with checked reads.
     checking: bool,
+    /// What the last locking scan's store read of each row it returned (`Client::
+    /// scan_for_lock`), at `current_ts`, handed back with the rows' lock request so the
+    /// store need not read them again. One scan batch's worth (`SEEN_MAX`): each locking
+    /// scan replaces it, and a lock request takes what it uses.
+    seen: HashMap<Vec<u8>, Vec<u8>>,
     /// A checked read found a newer version: the next statement start fetches a timestamp.
     stale_conflict: AtomicBool,
 }
@@ -179,6 +190,7 @@ impl Transaction {
             last_ts: start_ts,
             rc_check_ts: false,
             checking: false,
+            seen: HashMap::new(),
             stale_conflict: AtomicBool::new(false),
         })
     }
@@ -314,6 +326,7 @@ impl Transaction {
     pub async fn start_statement(&mut self) -> Result<()> {
         self.stmt.clear();
         self.current_ts = None;
+        self.seen.clear();
         self.checking = false;
         if self.opts.isolation == Isolation::ReadCommitted {
             let conflicted = self.stale_conflict.swap(false, Ordering::Relaxed);
@@ -477,7 +490,7 @@ impl Transaction {
                 ts
             }
         };
-        self.scan_at(start, end, limit, ts, false).await
+        self.scan_for_lock(start, end, limit, ts).await
     }
 
     async fn scan_at(
@@ -488,25 +501,68 @@ impl Transaction {
         read_ts: Timestamp,
         checked: bool,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        // Each buffered write in the range hides at most one stored row, so `limit` plus
-        // their number of stored rows is enough to fill `limit` after the overlay.
-        let range = (Bound::Included(start.to_vec()), Bound::Excluded(end.to_vec()));
-        let pending = if self.buffer.is_empty() && self.stmt.is_empty() {
-            0
-        } else {
-            self.buffer.range(range.clone()).count() + self.stmt.range(range.clone()).count()
-        };
-        let want = limit.saturating_add(pending);
+        let want = self.scan_want(start, end, limit);
         let stored = if checked {
             let r = self.resolving(|| self.client.scan_checked(start, end, read_ts, want)).await;
             self.note_checked(r)?
         } else {
             self.resolving(|| self.client.scan(start, end, read_ts, want)).await?
         };
+        Ok(self.overlay(start, end, limit, want, stored))
+    }
+
+    /// `scan_at` for a pessimistic locking scan at `ts`: keeps what the store read of each
+    /// entry (`seen`) for the lock request that follows.
+    async fn scan_for_lock(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        ts: Timestamp,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let want = self.scan_want(start, end, limit);
+        let entries = self.resolving(|| self.client.scan_for_lock(start, end, ts, want)).await?;
+        self.seen.clear();
+        let keep = entries.len() <= SEEN_MAX;
+        let stored = entries
+            .into_iter()
+            .map(|(k, v, record)| {
+                if let (true, Some(r)) = (keep, record) {
+                    self.seen.insert(k.clone(), r);
+                }
+                (k, v)
+            })
+            .collect();
+        Ok(self.overlay(start, end, limit, want, stored))
+    }
+
+    /// How many stored entries a scan of `[start, end)` for `limit` rows reads: each
+    /// buffered write in the range hides at most one stored row, so `limit` plus their
+    /// number is enough to fill `limit` after the overlay.
+    fn scan_want(&self, start: &[u8], end: &[u8], limit: usize) -> usize {
+        if self.buffer.is_empty() && self.stmt.is_empty() {
+            return limit;
+        }
+        let range = (Bound::Included(start), Bound::Excluded(end));
+        let pending = self.buffer.range::<[u8], _>(range).count() + self.stmt.range::<[u8], _>(range).count();
+        limit.saturating_add(pending)
+    }
+
+    /// The stored entries of `[start, end)` (`want` were asked for) with this transaction's
+    /// writes applied, up to `limit`.
+    fn overlay(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        want: usize,
+        stored: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let range = (Bound::Included(start.to_vec()), Bound::Excluded(end.to_vec()));
         if self.buffer.is_empty() && self.stmt.is_empty() {
             let mut stored = stored;
             stored.truncate(limit);
-            return Ok(stored);
+            return stored;
         }
         // When the store cut the scan short, buffered writes past its last key would jump
         // over stored rows not read: overlay only up to that key.
@@ -518,7 +574,7 @@ impl Transaction {
         for (k, v) in self.buffer.range(range.clone()).chain(self.stmt.range(range)) {
             merged.insert(k.clone(), v.clone());
         }
-        Ok(merged.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).take(limit).collect())
+        merged.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).take(limit).collect()
     }
 
     /// Locks `keys` (pessimistic mode) and returns their latest committed values, overlaid
@@ -549,6 +605,7 @@ impl Transaction {
         }
         let mut read_ts = self.read_ts;
         if !to_lock.is_empty() {
+            let seen = self.take_seen(&to_lock);
             let primary = self.primary.get_or_insert_with(|| to_lock[0].clone()).clone();
             loop {
                 let for_update_ts = crate::metrics::timestamp(self.oracle.as_ref()).await?;
@@ -560,6 +617,7 @@ impl Transaction {
                     for_update_ts,
                     ttl_ms: self.ttl(self.lock_ttl_ms),
                     wait_timeout_ms: Some(self.opts.lock_wait_timeout_ms),
+                    seen: seen.clone(),
                 };
                 let requested = Instant::now();
                 let locked = self.client.pessimistic_lock(req).await;
@@ -592,6 +650,14 @@ impl Transaction {
         // Keys locked earlier whose values were not kept (nor written since) are read now,
         // at the same timestamp.
         self.get_overlaid(keys, read_ts, read, false).await
+    }
+
+    /// What the last locking scan's store read of `keys` (`seen`), for their lock request;
+    /// None if it read none of them.
+    fn take_seen(&mut self, keys: &[Vec<u8>]) -> Option<Seen> {
+        let ts = self.current_ts.filter(|_| !self.seen.is_empty())?;
+        let records: Vec<Option<Vec<u8>>> = keys.iter().map(|k| self.seen.remove(k)).collect();
+        records.iter().any(Option::is_some).then_some(Seen { ts, records })
     }
 
     /// Keeps `key`'s latest committed value, just returned by its lock command, for later
