@@ -75,6 +75,8 @@ const KEEP_LOCKED_VALUES_KEYS: usize = 64;
 /// batches start at 256 entries and double: a statement locking thousands of rows keeps
 /// its first few batches).
 const SEEN_MAX: usize = 4096;
+/// ... and of at most this many bytes of keys and records (wide rows keep fewer).
+const SEEN_BYTES_MAX: usize = 1 << 20;
 
 /// One transaction.
 pub struct Transaction {
@@ -523,11 +525,12 @@ impl Transaction {
         let want = self.scan_want(start, end, limit);
         let entries = self.resolving(|| self.client.scan_for_lock(start, end, ts, want)).await?;
         self.seen.clear();
-        let keep = entries.len() <= SEEN_MAX;
+        let mut room = if entries.len() <= SEEN_MAX { SEEN_BYTES_MAX } else { 0 };
         let stored = entries
             .into_iter()
             .map(|(k, v, record)| {
-                if let (true, Some(r)) = (keep, record) {
+                if let Some(r) = record.filter(|r| k.len() + r.len() <= room) {
+                    room -= k.len() + r.len();
                     self.seen.insert(k.clone(), r);
                 }
                 (k, v)
@@ -605,7 +608,7 @@ impl Transaction {
         }
         let mut read_ts = self.read_ts;
         if !to_lock.is_empty() {
-            let seen = self.take_seen(&to_lock);
+            let mut seen = self.take_seen(&to_lock);
             let primary = self.primary.get_or_insert_with(|| to_lock[0].clone()).clone();
             loop {
                 let for_update_ts = crate::metrics::timestamp(self.oracle.as_ref()).await?;
@@ -617,7 +620,8 @@ impl Transaction {
                     for_update_ts,
                     ttl_ms: self.ttl(self.lock_ttl_ms),
                     wait_timeout_ms: Some(self.opts.lock_wait_timeout_ms),
-                    seen: seen.clone(),
+                    // A retry (a commit after `for_update_ts`) reads every key again.
+                    seen: seen.take(),
                 };
                 let requested = Instant::now();
                 let locked = self.client.pessimistic_lock(req).await;
