@@ -78,6 +78,13 @@ pub struct PlanCacheSlot {
     pub capacity: usize,
     /// Set when the plan came from the cache.
     pub hit: Arc<std::sync::atomic::AtomicBool>,
+    /// Set for a text statement run through the non-prepared plan cache
+    /// (`crate::text_plan`): a plan that must not be cached is not warned about.
+    pub text: bool,
+    /// Set when the plan was made but must not be cached.
+    pub refused: Arc<std::sync::atomic::AtomicBool>,
+    /// Set when planning failed.
+    pub failed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for PlanCacheSlot {

@@ -40,6 +40,7 @@ pub mod stats;
 pub mod stmt_summary;
 pub mod table;
 pub mod table_locks;
+pub mod text_plan;
 pub mod types;
 pub mod typing;
 pub mod users;

@@ -300,6 +300,10 @@ impl Engine {
             plan_slot: None,
             who: std::sync::OnceLock::new(),
             text_digests: HashMap::new(),
+            text_shapes: HashMap::default(),
+            text_refused: Default::default(),
+            text_mode: Vec::new(),
+            text_digest_of_shape: None,
             plan_vars: None,
             value_rows: None,
             literal_text: None,
@@ -442,6 +446,10 @@ impl Drop for SnapshotPin<'_> {
 /// are dropped when that many are kept: a client sending ever new texts gains nothing).
 const TEXT_DIGEST_MAX_BYTES: usize = 256;
 const TEXT_DIGESTS_MAX: usize = 64;
+
+/// The most shapes (parsed, or refused) a session keeps for the non-prepared plan cache
+/// (`crate::text_plan`); each is at most `text_plan::MAX_TEXT_BYTES` of text.
+const TEXT_SHAPES_MAX: usize = 256;
 
 /// `SessionInfo`'s user fields and live tables of one login (`Session::who`).
 struct Who {
@@ -625,6 +633,14 @@ pub struct Session {
     plan_slot: Option<crate::binder::PlanCacheSlot>,
     /// Digests of short text statements seen (`Session::text_digest`).
     text_digests: HashMap<Box<str>, Arc<crate::stmt_summary::Digest>>,
+    /// The non-prepared plan cache's parsed shapes (`crate::text_plan`), by shape text.
+    text_shapes: HashMap<Arc<str>, Arc<ast::Statement>, foldhash::fast::RandomState>,
+    /// Shapes refused by the non-prepared plan cache: they run the ordinary way.
+    text_refused: std::collections::HashSet<Arc<str>, foldhash::fast::RandomState>,
+    /// The sql_mode the shapes were parsed under (it changes how a text tokenizes).
+    text_mode: Vec<u8>,
+    /// The digest of the text statement that ran through the non-prepared plan cache.
+    text_digest_of_shape: Option<Arc<crate::stmt_summary::Digest>>,
     /// Who the session runs as, in the forms every statement's `SessionInfo` carries:
     /// made once per login and client address instead of per statement.
     who: std::sync::OnceLock<Who>,
@@ -1286,9 +1302,11 @@ impl Session {
         self.start_timing();
         let r = self.execute_text_body(sql, allow_multi, client, stream).await;
         if !self.timing.done {
-            self.summarize(sql, None, &r);
+            let digest = self.text_digest_of_shape.take();
+            self.summarize(sql, digest.as_deref(), &r);
         }
         self.literal_text = None;
+        self.plan_slot = None;
         r
     }
 
@@ -1327,6 +1345,10 @@ impl Session {
                 }
                 return out;
             }
+        }
+        let sink = if stream { client.results() } else { None };
+        if let Some(r) = self.run_text_shape(sql, sink).await {
+            return vec![r];
         }
         let parsing = std::time::Instant::now();
         // A multi-row INSERT of literals: its head is parsed, its rows read by hand.
@@ -1368,6 +1390,84 @@ impl Session {
             }
         }
         out
+    }
+
+    /// Runs text statement `sql` through the non-prepared plan cache (`crate::text_plan`)
+    /// when it is on and the text's shape is cacheable; None when the text is to run the
+    /// ordinary way (nothing of it ran, or only its planning, which failed).
+    async fn run_text_shape(&mut self, sql: &str, sink: Option<&mut dyn ResultSink>) -> Option<Result<QueryResult>> {
+        let on = |name: &str| self.vars.get(name).and_then(|v| v.as_i64()).unwrap_or(0) != 0;
+        if !on("tidb_enable_non_prepared_plan_cache") || !on("tidb_enable_prepared_plan_cache") || self.tracing() {
+            return None; // a traced statement is planned as sent
+        }
+        let parsing = std::time::Instant::now();
+        // Shapes are parsed under the session's sql_mode: another mode, other shapes.
+        let mode: &[u8] = match self.vars.get("sql_mode") {
+            Some(Value::Bytes(b)) => b,
+            _ => &[],
+        };
+        if self.text_mode != mode {
+            self.text_mode = mode.to_vec();
+            self.text_shapes.clear();
+            self.text_refused.clear();
+        }
+        let dialect = self.dialect();
+        let shape = crate::text_plan::parameterize(sql, &dialect)?;
+        let key: Arc<str> = shape.key.into();
+        if self.text_refused.contains(&key) {
+            return None;
+        }
+        let stmt = match self.text_shapes.get(&key) {
+            Some(s) => s.clone(),
+            None => {
+                let parsed = parse(&key, &dialect).ok().and_then(|mut v| (v.len() == 1).then(|| v.remove(0)));
+                let stmt = parsed.filter(|s| {
+                    let mut s = s.clone();
+                    number_placeholders(&mut s) == shape.params.len() && crate::text_plan::cacheable(&s)
+                });
+                let Some(mut stmt) = stmt else {
+                    self.refuse_shape(key);
+                    return None;
+                };
+                number_placeholders(&mut stmt);
+                let stmt = Arc::new(stmt);
+                if self.text_shapes.len() >= TEXT_SHAPES_MAX {
+                    self.text_shapes.clear();
+                }
+                self.text_shapes.insert(key.clone(), stmt.clone());
+                stmt
+            }
+        };
+        self.timing.parse = parsing.elapsed();
+        self.engine.metrics.phase(crate::metrics::Phase::Parse, self.timing.parse);
+        let mut slot = self.plan_cache_slot(&key, &shape.params)?;
+        slot.text = true;
+        let (refused, failed) = (slot.refused.clone(), slot.failed.clone());
+        self.plan_slot = Some(slot);
+        let r = self.run_with(&stmt, &shape.params, sink).await;
+        if failed.load(Ordering::Relaxed) || refused.load(Ordering::Relaxed) {
+            self.refuse_shape(key.clone());
+        }
+        if r.is_err() && failed.load(Ordering::Relaxed) {
+            // Planning the shape failed where the text itself may not: the text runs as sent
+            // (and reports its own error, if any).
+            self.plan_slot = None;
+            return None;
+        }
+        if self.engine.stmt_summary.enabled() {
+            // A shape's digest is its text's: both have every literal as `?`.
+            self.text_digest_of_shape = Some(self.text_digest(&key));
+        }
+        Some(r)
+    }
+
+    /// Notes that shape `key` runs the ordinary way from now on.
+    fn refuse_shape(&mut self, key: Arc<str>) {
+        self.text_shapes.remove(&key);
+        if self.text_refused.len() >= TEXT_SHAPES_MAX {
+            self.text_refused.clear();
+        }
+        self.text_refused.insert(key);
     }
 
     /// The view `name` refers to, if it is one.
@@ -2411,14 +2511,10 @@ impl Session {
         params: &[Value],
         sink: Option<&mut dyn ResultSink>,
     ) -> Result<QueryResult> {
-        use crate::optimizer_trace::{Flags, OptimizerTrace};
+        use crate::optimizer_trace::OptimizerTrace;
         let started = std::time::Instant::now();
         self.compile_nanos.store(0, Ordering::Relaxed);
-        let flags = match self.vars.get("optimizer_trace") {
-            Some(Value::Bytes(b)) => Flags::parse(std::str::from_utf8(b).unwrap_or_default()),
-            Some(v) => Flags::parse(&value_text(v)),
-            None => Flags::default(),
-        };
+        let flags = self.trace_flags();
         let r = if !flags.enabled {
             self.run_statement(stmt, params, sink).await
         } else {
@@ -2457,6 +2553,21 @@ impl Session {
         r
     }
 
+    /// The session's `optimizer_trace` flags.
+    fn trace_flags(&self) -> crate::optimizer_trace::Flags {
+        use crate::optimizer_trace::Flags;
+        match self.vars.get("optimizer_trace") {
+            Some(Value::Bytes(b)) => Flags::parse(std::str::from_utf8(b).unwrap_or_default()),
+            Some(v) => Flags::parse(&value_text(v)),
+            None => Flags::default(),
+        }
+    }
+
+    /// Whether statements are traced (`optimizer_trace`).
+    fn tracing(&self) -> bool {
+        self.trace_flags().enabled
+    }
+
     /// The plan cache slot for executing prepared statement text `sql` with `params`, when
     /// the cache is on.
     fn plan_cache_slot(&mut self, sql: &Arc<str>, params: &[Value]) -> Option<crate::binder::PlanCacheSlot> {
@@ -2487,6 +2598,9 @@ impl Session {
             schema_version: if self.schema.is_some() { self.schema_version } else { self.engine.catalog.version() },
             capacity: usize::try_from(var("tidb_prepared_plan_cache_size")).unwrap_or(0),
             hit: Arc::default(),
+            text: false,
+            refused: Arc::default(),
+            failed: Arc::default(),
         })
     }
 
@@ -3129,7 +3243,9 @@ impl Session {
                 let flags = crate::optimizer_trace::Flags::set(current, &text)?;
                 Arc::make_mut(&mut self.vars).insert(var, Value::str(flags.render()));
             }
-            "tidb_enable_prepared_plan_cache" | "tidb_ignore_prepared_cache_close_stmt" => {
+            "tidb_enable_prepared_plan_cache"
+            | "tidb_ignore_prepared_cache_close_stmt"
+            | "tidb_enable_non_prepared_plan_cache" => {
                 let on = switch(&var, &text)?;
                 if !on && var == "tidb_enable_prepared_plan_cache" {
                     self.plan_cache.lock().clear();
@@ -3401,13 +3517,24 @@ fn plan_cached(
     }
     let planned = plan();
     spent();
-    let (planned, uncacheable) = planned?;
-    if let (Some(slot), Some(p)) = (&info.plan_cache, &planned) {
-        match uncacheable {
-            Some(why) => context::warn(Code::UnknownError, format!("skip prepared plan-cache: {why}")),
-            None => {
+    let (planned, uncacheable) = match planned {
+        Ok(p) => p,
+        Err(e) => {
+            if let Some(slot) = &info.plan_cache {
+                slot.failed.store(true, Ordering::Relaxed);
+            }
+            return Err(e);
+        }
+    };
+    if let Some(slot) = &info.plan_cache {
+        match (&planned, uncacheable) {
+            (Some(p), None) => {
                 slot.cache.lock().put(slot.key.clone(), p.clone(), slot.schema_version, stats_version, slot.capacity)
             }
+            // A text statement did not ask for a cache: it is not told why it has none.
+            (_, _) if slot.text => slot.refused.store(true, Ordering::Relaxed),
+            (Some(_), Some(why)) => context::warn(Code::UnknownError, format!("skip prepared plan-cache: {why}")),
+            (None, _) => {}
         }
     }
     Ok(planned)

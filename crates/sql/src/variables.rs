@@ -80,6 +80,7 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("tidb_mem_quota_query", i(crate::context::DEFAULT_MEM_QUOTA as i64)),
         ("tidb_txn_mode", s("pessimistic")),
         ("tidb_enable_prepared_plan_cache", i(1)),
+        ("tidb_enable_non_prepared_plan_cache", i(1)),
         ("tidb_prepared_plan_cache_size", i(100)),
         ("tidb_ignore_prepared_cache_close_stmt", i(0)),
         ("tidb_enable_stmt_summary", i(1)),
