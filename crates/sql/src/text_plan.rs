@@ -287,26 +287,24 @@ fn operands(e: &ast::Expr) -> usize {
     use ast::Expr as E;
     match e {
         E::Value(v) => usize::from(matches!(v.value, ast::Value::Placeholder(_))),
-        E::BinaryOp { left, op, right }
-            if matches!(
-                op,
+        E::BinaryOp {
+            left,
+            op:
                 B::Eq
-                    | B::NotEq
-                    | B::Lt
-                    | B::LtEq
-                    | B::Gt
-                    | B::GtEq
-                    | B::Spaceship
-                    | B::And
-                    | B::Or
-                    | B::Xor
-                    | B::Plus
-                    | B::Minus
-                    | B::Multiply
-            ) =>
-        {
-            operands(left) + operands(right)
-        }
+                | B::NotEq
+                | B::Lt
+                | B::LtEq
+                | B::Gt
+                | B::GtEq
+                | B::Spaceship
+                | B::And
+                | B::Or
+                | B::Xor
+                | B::Plus
+                | B::Minus
+                | B::Multiply,
+            right,
+        } => operands(left) + operands(right),
         E::UnaryOp { op: ast::UnaryOperator::Minus | ast::UnaryOperator::Plus | ast::UnaryOperator::Not, expr }
         | E::Nested(expr)
         | E::IsNull(expr)
@@ -366,7 +364,7 @@ mod tests {
 
     fn ok(sql: &str) -> bool {
         let Some((key, params)) = p(sql) else { return false };
-        let mut stmts = crate::session::parse(&key, &StrataDialect::default()).unwrap();
+        let mut stmts = crate::session::parse(&key, &StrataDialect::default()).expect("the shape parses");
         let n = crate::session::number_placeholders(&mut stmts[0]);
         n == params.len() && cacheable(&stmts[0])
     }
@@ -377,7 +375,12 @@ mod tests {
             p("SELECT c FROM t WHERE id = 5 AND name = 'a''b' AND x BETWEEN -1.5 AND 2e3"),
             Some((
                 "SELECT c FROM t WHERE id = ? AND name = ? AND x BETWEEN -? AND ?".into(),
-                vec![Value::Int(5), Value::str("a'b"), Value::Decimal("1.5".parse().unwrap()), Value::Double(2000.0)]
+                vec![
+                    Value::Int(5),
+                    Value::str("a'b"),
+                    Value::Decimal("1.5".parse().expect("decimal")),
+                    Value::Double(2000.0)
+                ]
             ))
         );
         assert_eq!(shape("select * from t where a in (1, 2,3);"), Some("select * from t where a in (?, ?,?)".into()));
