@@ -3,6 +3,9 @@
 //! into SQL syntax trees and binding every cell took a fifth of the server's time during a
 //! load (BENCHMARKS.md).
 //!
+//! A one-row INSERT of literals is read the same way, and its one row of placeholders is the
+//! statement's shape for the non-prepared plan cache (`crate::text_plan`).
+//!
 //! `split` reads such a text by hand: the statement's head up to `VALUES`, then rows of
 //! literals — numbers, strings without escapes, NULL, TRUE, FALSE. The head is parsed as
 //! `<head> (?, ?, ...)`, one row of placeholders, and the literals are that row's
@@ -26,7 +29,7 @@ pub(crate) struct LiteralRows<'a> {
     pub values: Vec<Value>,
 }
 
-/// Splits `sql` if it is an INSERT or REPLACE of at least two rows of literals only.
+/// Splits `sql` if it is an INSERT or REPLACE of rows of literals only.
 pub(crate) fn split(sql: &str) -> Option<LiteralRows<'_>> {
     let text = sql.trim_start_matches([' ', '\t', '\r', '\n']);
     let verb = text.get(..7)?;
@@ -74,12 +77,10 @@ pub(crate) fn split(sql: &str) -> Option<LiteralRows<'_>> {
         }
         break;
     }
-    (rows >= 2).then_some(LiteralRows { head: &text[..after], width, values })
+    Some(LiteralRows { head: &text[..after], width, values })
 }
 
 impl LiteralRows<'_> {
-    /// The statement: the head with one row of placeholders, parsed and numbered; None if
-    /// it is not a plain INSERT of one such row (the text then takes the general path).
     /// The statement's text with one row of placeholders for its rows.
     pub fn placeholder_text(&self) -> String {
         let mut sql = String::with_capacity(self.head.len() + 3 * self.width + 2);
@@ -92,10 +93,17 @@ impl LiteralRows<'_> {
         sql
     }
 
+    /// The statement: the head with one row of placeholders, parsed and numbered; None if
+    /// it is not a plain INSERT of one such row (the text then takes the general path).
+    #[cfg(test)]
     pub fn statement(&self, dialect: &StrataDialect) -> Option<ast::Statement> {
-        let sql = self.placeholder_text();
+        self.statement_of(&self.placeholder_text(), dialect)
+    }
+
+    /// [`statement`](Self::statement) from its text `sql` (`placeholder_text`).
+    pub fn statement_of(&self, sql: &str, dialect: &StrataDialect) -> Option<ast::Statement> {
         // Parsed and depth-checked as any text is: the head may hold anything before VALUES.
-        let mut stmts = crate::session::parse(&sql, dialect).ok()?;
+        let mut stmts = crate::session::parse(sql, dialect).ok()?;
         if stmts.len() != 1 {
             return None;
         }
@@ -283,6 +291,7 @@ mod tests {
         );
         let stmt = r.statement(&StrataDialect::default()).expect("statement");
         assert_eq!(stmt.to_string(), "INSERT INTO t (a, b) VALUES (?0, ?1)");
+        assert_eq!(rows("INSERT INTO t VALUES (7)"), Some((1, vec![Value::Int(7)])));
         let (w, v) = rows("REPLACE t VALUE (TRUE,1e3,'a b'),(false,-9223372036854775808,'')").expect("fast path");
         assert_eq!(w, 3);
         assert_eq!(v[1], Value::Double(1000.0));
@@ -293,7 +302,6 @@ mod tests {
     #[test]
     fn anything_else_takes_the_general_path() {
         for sql in [
-            "INSERT INTO t VALUES (1)",              // one row
             "INSERT INTO t VALUES (1), (2, 3)",      // widths differ
             "INSERT INTO t VALUES ('a\\'b'), ('c')", // escape
             "INSERT INTO t VALUES ('it''s'), ('c')", // doubled quote

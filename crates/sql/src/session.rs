@@ -304,6 +304,7 @@ impl Engine {
             text_refused: Default::default(),
             text_mode: Vec::new(),
             text_digest_of_shape: None,
+            prepared_texts: HashMap::default(),
             plan_vars: None,
             value_rows: None,
             literal_text: None,
@@ -588,6 +589,17 @@ pub struct Prepared {
     pub digest: Option<Arc<crate::stmt_summary::Digest>>,
 }
 
+/// A text prepared before (`Session::prepare`): what it parsed and bound to, and under what.
+struct PreparedText {
+    stmt: Arc<ast::Statement>,
+    params: usize,
+    columns: Vec<Column>,
+    db: Option<String>,
+    schema_version: u64,
+    /// `Session::binding_vars` then.
+    vars: Arc<str>,
+}
+
 /// One client connection's state.
 pub struct Session {
     engine: Arc<Engine>,
@@ -639,6 +651,9 @@ pub struct Session {
     text_refused: std::collections::HashSet<Arc<str>, foldhash::fast::RandomState>,
     /// The sql_mode the shapes were parsed under (it changes how a text tokenizes).
     text_mode: Vec<u8>,
+    /// Texts prepared before, by text (`Session::prepare`; at most `TEXT_SHAPES_MAX`, each
+    /// at most `text_plan::MAX_TEXT_BYTES`).
+    prepared_texts: HashMap<Arc<str>, PreparedText, foldhash::fast::RandomState>,
     /// The digest of the text statement that ran through the non-prepared plan cache.
     text_digest_of_shape: Option<Arc<crate::stmt_summary::Digest>>,
     /// Who the session runs as, in the forms every statement's `SessionInfo` carries:
@@ -1352,15 +1367,37 @@ impl Session {
         }
         let parsing = std::time::Instant::now();
         // A multi-row INSERT of literals: its head is parsed, its rows read by hand.
-        let literal_rows = crate::bulk_insert::split(sql);
-        if let Some((rows, stmt)) = literal_rows.and_then(|rows| rows.statement(&self.dialect()).map(|s| (rows, s))) {
-            self.timing.parse = parsing.elapsed();
-            self.engine.metrics.phase(crate::metrics::Phase::Parse, self.timing.parse);
-            self.value_rows = Some(rows.width);
-            let r = self.run_with(&stmt, &rows.values, None).await;
-            self.value_rows = None;
-            self.literal_text = Some(rows.placeholder_text());
-            return vec![r];
+        // One row of them: its placeholder text is a shape of the non-prepared plan cache.
+        if let Some(rows) = crate::bulk_insert::split(sql) {
+            let text: Arc<str> = rows.placeholder_text().into();
+            let shaped = rows.values.len() == rows.width && self.text_cache_on() && !self.text_refused.contains(&text);
+            let known = if shaped { self.text_shapes.get(&text).cloned() } else { None };
+            let stmt = known.clone().or_else(|| rows.statement_of(&text, &self.dialect()).map(Arc::new));
+            if let Some(stmt) = stmt {
+                if shaped && known.is_none() {
+                    self.keep_shape(text.clone(), stmt.clone());
+                }
+                self.timing.parse = parsing.elapsed();
+                self.engine.metrics.phase(crate::metrics::Phase::Parse, self.timing.parse);
+                self.value_rows = Some(rows.width);
+                let slot = if shaped { self.plan_cache_slot(&text, &rows.values) } else { None };
+                let refused = slot.map(|mut slot| {
+                    slot.text = true;
+                    let flags = (slot.refused.clone(), slot.failed.clone());
+                    self.plan_slot = Some(slot);
+                    flags
+                });
+                let r = self.run_with(&stmt, &rows.values, None).await;
+                if refused.is_some_and(|(r, f)| r.load(Ordering::Relaxed) || f.load(Ordering::Relaxed)) {
+                    self.refuse_shape(text.clone());
+                }
+                if shaped && self.engine.stmt_summary.enabled() {
+                    self.text_digest_of_shape = Some(self.text_digest(&text));
+                }
+                self.value_rows = None;
+                self.literal_text = Some(text.to_string());
+                return vec![r];
+            }
         }
         let stmts = match parse(sql, &self.dialect()) {
             Ok(s) => s,
@@ -1396,21 +1433,10 @@ impl Session {
     /// when it is on and the text's shape is cacheable; None when the text is to run the
     /// ordinary way (nothing of it ran, or only its planning, which failed).
     async fn run_text_shape(&mut self, sql: &str, sink: Option<&mut dyn ResultSink>) -> Option<Result<QueryResult>> {
-        let on = |name: &str| self.vars.get(name).and_then(|v| v.as_i64()).unwrap_or(0) != 0;
-        if !on("tidb_enable_non_prepared_plan_cache") || !on("tidb_enable_prepared_plan_cache") || self.tracing() {
-            return None; // a traced statement is planned as sent
+        if !self.text_cache_on() {
+            return None;
         }
         let parsing = std::time::Instant::now();
-        // Shapes are parsed under the session's sql_mode: another mode, other shapes.
-        let mode: &[u8] = match self.vars.get("sql_mode") {
-            Some(Value::Bytes(b)) => b,
-            _ => &[],
-        };
-        if self.text_mode != mode {
-            self.text_mode = mode.to_vec();
-            self.text_shapes.clear();
-            self.text_refused.clear();
-        }
         let dialect = self.dialect();
         let shape = crate::text_plan::parameterize(sql, &dialect)?;
         let key: Arc<str> = shape.key.into();
@@ -1431,10 +1457,7 @@ impl Session {
                 };
                 number_placeholders(&mut stmt);
                 let stmt = Arc::new(stmt);
-                if self.text_shapes.len() >= TEXT_SHAPES_MAX {
-                    self.text_shapes.clear();
-                }
-                self.text_shapes.insert(key.clone(), stmt.clone());
+                self.keep_shape(key.clone(), stmt.clone());
                 stmt
             }
         };
@@ -1459,6 +1482,35 @@ impl Session {
             self.text_digest_of_shape = Some(self.text_digest(&key));
         }
         Some(r)
+    }
+
+    /// Whether text statements go through the non-prepared plan cache: it and the plan
+    /// cache are on and statements are not traced (a traced statement is planned as sent).
+    /// Forgets the shapes when `sql_mode` changed since they were parsed (it changes how
+    /// a text tokenizes and parses).
+    fn text_cache_on(&mut self) -> bool {
+        let on = |name: &str| self.vars.get(name).and_then(|v| v.as_i64()).unwrap_or(0) != 0;
+        if !on("tidb_enable_non_prepared_plan_cache") || !on("tidb_enable_prepared_plan_cache") || self.tracing() {
+            return false;
+        }
+        let mode: &[u8] = match self.vars.get("sql_mode") {
+            Some(Value::Bytes(b)) => b,
+            _ => &[],
+        };
+        if self.text_mode != mode {
+            self.text_mode = mode.to_vec();
+            self.text_shapes.clear();
+            self.text_refused.clear();
+        }
+        true
+    }
+
+    /// Keeps parsed shape `stmt` of text `key`.
+    fn keep_shape(&mut self, key: Arc<str>, stmt: Arc<ast::Statement>) {
+        if self.text_shapes.len() >= TEXT_SHAPES_MAX {
+            self.text_shapes.clear();
+        }
+        self.text_shapes.insert(key, stmt);
     }
 
     /// Notes that shape `key` runs the ordinary way from now on.
@@ -1492,6 +1544,18 @@ impl Session {
     /// Prepares a statement; returns its id.
     pub async fn prepare(&mut self, sql: &str) -> Result<(u32, usize, Vec<Column>)> {
         self.engine.metrics.command(crate::metrics::Command::StmtPrepare);
+        // A text prepared before, in this database, schema and binding variables: parsed
+        // and bound then (a client preparing and closing a statement per execution).
+        let (schema_version, vars) = (self.binding_schema_version(), self.binding_vars());
+        let known = self.prepared_texts.get(sql).filter(|t| {
+            t.schema_version == schema_version && Arc::ptr_eq(&t.vars, &vars) && t.db == self.db
+        });
+        if let Some(t) = known {
+            let (stmt, params, columns) = (t.stmt.clone(), t.params, t.columns.clone());
+            let counted = self.count_prepared()?;
+            std::mem::forget(counted);
+            return Ok(self.add_prepared(Arc::from(sql), stmt, params, columns));
+        }
         let parsing = std::time::Instant::now();
         let mut stmts = parse(sql, &self.dialect())?;
         self.engine.metrics.phase(crate::metrics::Phase::Parse, parsing.elapsed());
@@ -1499,17 +1563,7 @@ impl Session {
             return Err(Error::user(Code::Parse, "You can only prepare one statement at a time"));
         }
         let mut stmt = stmts.remove(0);
-        // Each prepared statement holds memory until closed; the server-wide count is
-        // bounded as in MySQL (a client that never closes them fails, the server does not).
-        let limit = self.sysvar("max_prepared_stmt_count").and_then(|v| v.as_i64()).unwrap_or(16_382).max(0) as usize;
-        if self.engine.prepared_stmts.fetch_add(1, Ordering::Relaxed) >= limit {
-            self.engine.prepared_stmts.fetch_sub(1, Ordering::Relaxed);
-            return Err(Error::user(
-                Code::MaxPreparedStmtCountReached,
-                format!("Can't create more than max_prepared_stmt_count statements (current value: {limit})"),
-            ));
-        }
-        let counted = PreparedCount(&self.engine.prepared_stmts);
+        let counted = self.count_prepared()?;
         let params = number_placeholders(&mut stmt);
         // A query is bound now, as MySQL does: unknown tables and columns are reported at
         // PREPARE, and drivers that read result metadata before executing get it. Types of
@@ -1524,13 +1578,52 @@ impl Session {
             _ => Vec::new(),
         };
         std::mem::forget(counted); // kept: the statement now counts until closed
+        let stmt = Arc::new(stmt);
+        if sql.len() <= crate::text_plan::MAX_TEXT_BYTES {
+            if self.prepared_texts.len() >= TEXT_SHAPES_MAX {
+                self.prepared_texts.clear();
+            }
+            let text = PreparedText {
+                stmt: stmt.clone(),
+                params,
+                columns: columns.clone(),
+                db: self.db.clone(),
+                schema_version,
+                vars,
+            };
+            self.prepared_texts.insert(sql.into(), text);
+        }
+        Ok(self.add_prepared(Arc::from(sql), stmt, params, columns))
+    }
+
+    /// Counts one more prepared statement against max_prepared_stmt_count; the guard gives
+    /// it back when dropped (forget it to keep the statement counted).
+    fn count_prepared(&self) -> Result<PreparedCount<'_>> {
+        // Each prepared statement holds memory until closed; the server-wide count is
+        // bounded as in MySQL (a client that never closes them fails, the server does not).
+        let limit = self.sysvar("max_prepared_stmt_count").and_then(|v| v.as_i64()).unwrap_or(16_382).max(0) as usize;
+        if self.engine.prepared_stmts.fetch_add(1, Ordering::Relaxed) >= limit {
+            self.engine.prepared_stmts.fetch_sub(1, Ordering::Relaxed);
+            return Err(Error::user(
+                Code::MaxPreparedStmtCountReached,
+                format!("Can't create more than max_prepared_stmt_count statements (current value: {limit})"),
+            ));
+        }
+        Ok(PreparedCount(&self.engine.prepared_stmts))
+    }
+
+    /// Adds a prepared statement (already counted); returns its id, parameters and columns.
+    fn add_prepared(
+        &mut self,
+        sql: Arc<str>,
+        stmt: Arc<ast::Statement>,
+        params: usize,
+        columns: Vec<Column>,
+    ) -> (u32, usize, Vec<Column>) {
         let id = self.next_stmt;
         self.next_stmt += 1;
-        self.prepared.insert(
-            id,
-            Prepared { sql: Arc::from(sql), stmt: Arc::new(stmt), params, columns: columns.clone(), digest: None },
-        );
-        Ok((id, params, columns))
+        self.prepared.insert(id, Prepared { sql, stmt, params, columns: columns.clone(), digest: None });
+        (id, params, columns)
     }
 
     /// The number of parameters of a prepared statement.
@@ -2575,6 +2668,33 @@ impl Session {
         if var("tidb_enable_prepared_plan_cache") == 0 {
             return None;
         }
+        let capacity = usize::try_from(var("tidb_prepared_plan_cache_size")).unwrap_or(0);
+        let vars = self.binding_vars();
+        Some(crate::binder::PlanCacheSlot {
+            cache: self.plan_cache.clone(),
+            key: crate::plan_cache::PlanKey::new(sql.clone(), self.db.clone(), params, vars),
+            schema_version: self.binding_schema_version(),
+            capacity,
+            hit: Arc::default(),
+            text: false,
+            refused: Arc::default(),
+            failed: Arc::default(),
+        })
+    }
+
+    /// The version of the schema statements bind against: the transaction's pinned schema,
+    /// else the catalog's.
+    fn binding_schema_version(&self) -> u64 {
+        if self.schema.is_some() {
+            self.schema_version
+        } else {
+            self.engine.catalog.version()
+        }
+    }
+
+    /// The session variables binding reads, as one text (made again only when one changes).
+    fn binding_vars(&mut self) -> Arc<str> {
+        let var = |name: &str| self.vars.get(name).and_then(|v| v.as_i64()).unwrap_or(0);
         // Binding reads these: result types depend on div_precision_increment, a recursive
         // CTE's bound on cte_max_recursion_depth (sql_mode is kept for what binding may come
         // to check under it).
@@ -2584,24 +2704,14 @@ impl Session {
             Some(v) => std::borrow::Cow::Owned(value_text(v).into_bytes()),
             None => std::borrow::Cow::Borrowed(&[][..]),
         };
-        let vars = match &self.plan_vars {
+        match &self.plan_vars {
             Some((d, c, m, text)) if *d == dpi && *c == cte && m.as_slice() == &*mode => text.clone(),
             _ => {
                 let text: Arc<str> = format!("dpi={dpi};cte={cte};mode={}", String::from_utf8_lossy(&mode)).into();
                 self.plan_vars = Some((dpi, cte, mode.into_owned(), text.clone()));
                 text
             }
-        };
-        Some(crate::binder::PlanCacheSlot {
-            cache: self.plan_cache.clone(),
-            key: crate::plan_cache::PlanKey::new(sql.clone(), self.db.clone(), params, vars),
-            schema_version: if self.schema.is_some() { self.schema_version } else { self.engine.catalog.version() },
-            capacity: usize::try_from(var("tidb_prepared_plan_cache_size")).unwrap_or(0),
-            hit: Arc::default(),
-            text: false,
-            refused: Arc::default(),
-            failed: Arc::default(),
-        })
+        }
     }
 
     async fn run_statement(
