@@ -303,6 +303,7 @@ impl Engine {
             text_shapes: HashMap::default(),
             text_refused: Default::default(),
             text_mode: Vec::new(),
+            text_refused_version: 0,
             text_digest_of_shape: None,
             prepared_texts: HashMap::default(),
             plan_vars: None,
@@ -649,6 +650,8 @@ pub struct Session {
     text_shapes: HashMap<Arc<str>, Arc<ast::Statement>, foldhash::fast::RandomState>,
     /// Shapes refused by the non-prepared plan cache: they run the ordinary way.
     text_refused: std::collections::HashSet<Arc<str>, foldhash::fast::RandomState>,
+    /// The schema version `text_refused` was refused under.
+    text_refused_version: u64,
     /// The sql_mode the shapes were parsed under (it changes how a text tokenizes).
     text_mode: Vec<u8>,
     /// Texts prepared before, by text (`Session::prepare`; at most `TEXT_SHAPES_MAX`, each
@@ -1502,6 +1505,12 @@ impl Session {
             self.text_shapes.clear();
             self.text_refused.clear();
         }
+        // A shape refused for a schema of the past (an unknown table, say) is tried again.
+        let version = self.engine.catalog.version();
+        if self.text_refused_version != version {
+            self.text_refused_version = version;
+            self.text_refused.clear();
+        }
         true
     }
 
@@ -1821,6 +1830,9 @@ impl Session {
         self.engine.prepared_stmts.fetch_sub(self.prepared.len(), Ordering::Relaxed);
         self.prepared.clear();
         self.plan_cache.lock().clear();
+        self.text_shapes.clear();
+        self.text_refused.clear();
+        self.prepared_texts.clear();
         self.named.clear();
         self.vars = self.engine.globals();
         self.user_vars.clear();
