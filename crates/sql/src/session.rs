@@ -1556,9 +1556,10 @@ impl Session {
         // A text prepared before, in this database, schema and binding variables: parsed
         // and bound then (a client preparing and closing a statement per execution).
         let (schema_version, vars) = (self.binding_schema_version(), self.binding_vars());
-        let known = self.prepared_texts.get(sql).filter(|t| {
-            t.schema_version == schema_version && Arc::ptr_eq(&t.vars, &vars) && t.db == self.db
-        });
+        let known = self
+            .prepared_texts
+            .get(sql)
+            .filter(|t| t.schema_version == schema_version && Arc::ptr_eq(&t.vars, &vars) && t.db == self.db);
         if let Some(t) = known {
             let (stmt, params, columns) = (t.stmt.clone(), t.params, t.columns.clone());
             let counted = self.count_prepared()?;
