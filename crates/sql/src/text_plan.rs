@@ -29,7 +29,7 @@
 //! [`cacheable`] then accepts a statement only if it is one SELECT (no UNION, CTE,
 //! subquery or INTO), a single UPDATE or DELETE, and every placeholder is reached from a
 //! WHERE / HAVING / ON condition or a SET value through comparisons, AND / OR / NOT,
-//! `+ - *`, IN lists, BETWEEN, LIKE (without ESCAPE) and IS [NOT] NULL alone.
+//! `+ - *`, IN lists, BETWEEN, LIKE (without ESCAPE) and `IS [NOT] NULL` alone.
 
 use sqlparser::ast;
 use sqlparser::ast::Visit;
