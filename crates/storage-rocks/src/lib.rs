@@ -48,8 +48,6 @@ pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 512 << 20;
 
 /// The smallest block cache `open_with` makes.
 const MIN_BLOCK_CACHE_BYTES: usize = 8 << 20;
-/// The row cache's share of the block cache budget (one part in this many).
-const ROW_CACHE_SHARE: usize = 4;
 
 /// Bloom filter bits per key (about 1% false positives).
 const BLOOM_BITS_PER_KEY: f64 = 10.0;
@@ -250,12 +248,7 @@ impl RocksEngine {
         // has been flushed; the lock, data and raw CFs fill theirs slowly, so without a cap
         // they kept ~1 GB of WAL after a 4-warehouse TPC-C load (and a restart replays it).
         opts.set_max_total_wal_size(MAX_TOTAL_WAL_BYTES);
-        // A quarter of the budget caches rows (point reads that hit a table file skip its
-        // index search and block decode: ~3 us per key of a Stock-Level MultiGet), the rest
-        // blocks.
-        let budget = block_cache_bytes.max(MIN_BLOCK_CACHE_BYTES);
-        opts.set_row_cache(&Cache::new_lru_cache(budget / ROW_CACHE_SHARE));
-        let cache = Cache::new_lru_cache(budget - budget / ROW_CACHE_SHARE);
+        let cache = Cache::new_lru_cache(block_cache_bytes.max(MIN_BLOCK_CACHE_BYTES));
         let write_filter = FilterSlot::default();
         let mut cf_options = Vec::with_capacity(Cf::ALL.len());
         let cfs: Vec<ColumnFamilyDescriptor> = Cf::ALL
