@@ -1450,15 +1450,14 @@ impl Session {
             Some(s) => s.clone(),
             None => {
                 let parsed = parse(&key, &dialect).ok().and_then(|mut v| (v.len() == 1).then(|| v.remove(0)));
-                let stmt = parsed.filter(|s| {
-                    let mut s = s.clone();
-                    number_placeholders(&mut s) == shape.params.len() && crate::text_plan::cacheable(&s)
+                let stmt = parsed.and_then(|mut s| {
+                    let fits = number_placeholders(&mut s) == shape.params.len() && crate::text_plan::cacheable(&s);
+                    fits.then_some(s)
                 });
-                let Some(mut stmt) = stmt else {
+                let Some(stmt) = stmt else {
                     self.refuse_shape(key);
                     return None;
                 };
-                number_placeholders(&mut stmt);
                 let stmt = Arc::new(stmt);
                 self.keep_shape(key.clone(), stmt.clone());
                 stmt
