@@ -16,9 +16,9 @@
 //! and deletions.
 //!
 //! `destroy_range` is the other half: a whole key range nobody can reach any more (a dropped
-//! table, once the safe point has passed the drop) goes at once, without MVCC, as range
-//! tombstones in every column family followed by a compaction of the range, so its space
-//! comes back now.
+//! table, once the safe point has passed the drop) goes at once, without MVCC, cleared from
+//! every column family (`Engine::clear_range`) and then compacted, so its space comes back
+//! now.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -245,12 +245,10 @@ impl MvccStore {
         // Group encoding preserves order and no encoded key is a prefix of another, so
         // every versioned key of a user key in [start, end) lies in [enc(start), enc(end)).
         let (enc_start, enc_end) = (encode_user_key(start), encode_user_key(end));
-        let mut batch = WriteBatch::default();
-        batch.delete_range(Cf::Lock, start.to_vec(), end.to_vec());
-        batch.delete_range(Cf::Write, enc_start.clone(), enc_end.clone());
-        batch.delete_range(Cf::Latest, enc_start.clone(), enc_end.clone());
-        batch.delete_range(Cf::Data, enc_start.clone(), enc_end.clone());
-        self.engine().write(batch, true)?;
+        self.engine().clear_range(Cf::Lock, start, end)?;
+        self.engine().clear_range(Cf::Write, &enc_start, &enc_end)?;
+        self.engine().clear_range(Cf::Latest, &enc_start, &enc_end)?;
+        self.engine().clear_range(Cf::Data, &enc_start, &enc_end)?;
         self.forget_locks(start, end);
         self.engine().compact_range(Cf::Lock, start, end)?;
         self.engine().compact_range(Cf::Write, &enc_start, &enc_end)?;

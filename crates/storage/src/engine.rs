@@ -43,9 +43,6 @@ pub enum BatchOp {
     Put(Cf, Vec<u8>, Vec<u8>),
     /// Remove `key`.
     Delete(Cf, Vec<u8>),
-    /// Remove every key in `[start, end)` (RocksDB range tombstone: constant cost, whatever
-    /// the range holds).
-    DeleteRange(Cf, Vec<u8>, Vec<u8>),
 }
 
 /// Mutations applied atomically by `Engine::write`.
@@ -64,11 +61,6 @@ impl WriteBatch {
     /// Adds a delete.
     pub fn delete(&mut self, cf: Cf, key: Vec<u8>) {
         self.ops.push(BatchOp::Delete(cf, key));
-    }
-
-    /// Adds a range deletion of `[start, end)`.
-    pub fn delete_range(&mut self, cf: Cf, start: Vec<u8>, end: Vec<u8>) {
-        self.ops.push(BatchOp::DeleteRange(cf, start, end));
     }
 
     /// Whether the batch has no mutations.
@@ -119,6 +111,34 @@ pub trait CompactionFilter: Send + Sync + 'static {
     fn start(&self) -> CompactionDecider;
 }
 
+/// How many deletions `delete_each` writes per batch.
+pub const CLEAR_BATCH: usize = 4096;
+
+/// `Engine::clear_range` by deleting the range's keys one by one, `CLEAR_BATCH` to a batch,
+/// then syncing the log; for engines whose own range deletion cannot serve.
+pub fn delete_each<E: Engine + ?Sized>(engine: &E, cf: Cf, start: &[u8], end: &[u8]) -> Result<()> {
+    if start >= end {
+        return Ok(());
+    }
+    // One cursor for the whole range: it sees the range as it was when opened, and the
+    // deletions written meanwhile only remove what it has already passed.
+    let mut c = engine.cursor(cf, start, end)?;
+    c.seek(start);
+    loop {
+        let mut batch = WriteBatch::default();
+        while batch.ops.len() < CLEAR_BATCH && c.valid()? {
+            batch.delete(cf, c.key().to_vec());
+            c.next();
+        }
+        if batch.is_empty() {
+            break;
+        }
+        engine.write(batch, false)?;
+    }
+    drop(c);
+    engine.sync_wal()
+}
+
 /// An ordered key-value store with column families.
 pub trait Engine: Send + Sync + 'static {
     /// Reads one key.
@@ -160,6 +180,13 @@ pub trait Engine: Send + Sync + 'static {
     /// may have changed, never that of two puts of one key.
     fn ingest(&self, batch: WriteBatch) -> Result<Option<WriteBatch>> {
         Ok(Some(batch))
+    }
+    /// Removes every key of `cf` in `[start, end)` and makes that durable. Not atomic: a
+    /// reader may see part of the range gone, so it is only for ranges nobody reads or
+    /// writes any more (a dropped table's). The default deletes the keys one by one, in
+    /// batches of `CLEAR_BATCH`.
+    fn clear_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<()> {
+        delete_each(self, cf, start, end)
     }
     /// Makes every write that returned before this call durable (fsyncs the WAL). Group
     /// commit (`mvcc::group_sync`) writes without `sync` and then calls this once for all

@@ -79,15 +79,18 @@ impl Engine for MemoryEngine {
                 BatchOp::Delete(cf, k) => {
                     cfs[idx(cf)].remove(&k);
                 }
-                BatchOp::DeleteRange(cf, start, end) => {
-                    if start < end {
-                        let map = &mut cfs[idx(cf)];
-                        let mut tail = map.split_off(&start);
-                        let mut rest = tail.split_off(&end);
-                        map.append(&mut rest);
-                    }
-                }
             }
+        }
+        Ok(())
+    }
+
+    fn clear_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<()> {
+        if start < end {
+            let mut cfs = self.cfs.write();
+            let map = &mut cfs[idx(cf)];
+            let mut tail = map.split_off(start);
+            let mut rest = tail.split_off(end);
+            map.append(&mut rest);
         }
         Ok(())
     }
@@ -135,7 +138,7 @@ mod tests {
     }
 
     #[test]
-    fn delete_range_removes_exactly_the_range() {
+    fn clear_range_removes_exactly_the_range() {
         let e = MemoryEngine::new();
         let mut b = WriteBatch::default();
         for k in [b"a", b"b", b"c", b"d"] {
@@ -143,13 +146,28 @@ mod tests {
         }
         b.put(Cf::Write, b"b".to_vec(), b"w".to_vec());
         e.write(b, false).expect("write");
-        let mut del = WriteBatch::default();
-        del.delete_range(Cf::Data, b"b".to_vec(), b"d".to_vec());
-        e.write(del, false).expect("delete range");
+        e.clear_range(Cf::Data, b"b", b"d").expect("clear range");
         let mut c = e.cursor(Cf::Data, b"", b"z").expect("cursor");
         c.seek(b"");
         let seen = rest(&mut *c);
         assert_eq!(seen, vec![b"a".to_vec(), b"d".to_vec()]);
         assert_eq!(e.get(Cf::Write, b"b").expect("get"), Some(b"w".to_vec()), "other column families untouched");
+    }
+
+    #[test]
+    fn delete_each_removes_a_range_larger_than_a_batch() {
+        let e = MemoryEngine::new();
+        let mut b = WriteBatch::default();
+        let n = crate::engine::CLEAR_BATCH * 2 + 10;
+        for i in 0..n {
+            b.put(Cf::Data, format!("k{i:06}").into_bytes(), vec![1]);
+        }
+        b.put(Cf::Data, b"a".to_vec(), vec![2]);
+        b.put(Cf::Data, b"l".to_vec(), vec![3]);
+        e.write(b, false).expect("write");
+        crate::engine::delete_each(&e, Cf::Data, b"k", b"l").expect("delete each");
+        let mut c = e.cursor(Cf::Data, b"", b"z").expect("cursor");
+        c.seek(b"");
+        assert_eq!(rest(&mut *c), vec![b"a".to_vec(), b"l".to_vec()]);
     }
 }
