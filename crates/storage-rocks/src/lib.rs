@@ -564,13 +564,13 @@ impl Engine for RocksEngine {
     }
 
     fn compact_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<()> {
-        // Force the bottommost level too: by default RocksDB leaves it alone unless a
-        // compaction filter is set, and that is where old data sits.
         // The memtable is flushed first even when it holds no key of the range (RocksDB
         // flushes it only then): deletions are point tombstones (`clear_range`), and a
         // memtable keeps its whole bloom filter (5% of its size) until it is flushed.
         let h = self.handle(cf)?;
         self.db.flush_cf(h).map_err(io)?;
+        // Force the bottommost level too: by default RocksDB leaves it alone unless a
+        // compaction filter is set, and that is where old data sits.
         let mut opts = CompactOptions::default();
         opts.set_bottommost_level_compaction(BottommostLevelCompaction::Force);
         self.db.compact_range_cf_opt(h, Some(start), Some(end), &opts);
