@@ -263,7 +263,12 @@ impl MvccStore {
         let users = keys.iter().map(|(enc, _)| decode_user_key(enc)).collect::<Result<Vec<_>>>()?;
         let _g = self.latches.acquire(users.iter());
         let mut batch = WriteBatch::default();
-        for (enc, commit_ts) in keys {
+        for ((enc, commit_ts), user) in keys.iter().zip(&users) {
+            // A locked key may be committing: its commit holds only its primary's latch
+            // (`MvccStore::commit_unsynced`), and its new record must not be deleted here.
+            if self.locks.contains(user) {
+                continue;
+            }
             let Some(raw) = self.engine().get(Cf::Latest, enc)? else { continue };
             let (latest_ts, w) = split_latest(&raw)?;
             if latest_ts == *commit_ts && w.kind == Kind::Delete {

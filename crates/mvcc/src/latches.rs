@@ -10,6 +10,11 @@
 //! there (256 consecutive integer handles) share one. A 2,630-row sysbench INSERT took
 //! ~2,600 of 4,096 slots shared by every table, and four loaders waited on each other for
 //! a sixth of their time (BENCHMARKS.md); it now takes ~11 slots of its table's partition.
+//!
+//! A commit takes only its primary key's latch (`MvccStore::commit_unsynced`): the keys it
+//! writes are its own transaction's locked keys, which nobody else changes while the lock is
+//! there. Index entries spread over their partition, so two loaders of one table (go-tpc's
+//! `customer` index) met in shared slots and waited out each other's ingestion.
 
 use std::hash::BuildHasher;
 

@@ -24,9 +24,10 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use parking_lot::RwLock;
-use strata_common::Result;
+use strata_common::{Result, Timestamp};
 use strata_storage::{Cf, Engine, WriteBatch};
 
 use crate::records::Lock;
@@ -44,9 +45,7 @@ pub(crate) struct Held {
 /// A key's latest CF record as its pessimistic lock command read it, kept with the lock
 /// (and the prewrite lock that replaces it) so that commit, which moves a superseded Put
 /// into the write CF, need not read it again: while the transaction holds the lock nobody
-/// else commits the key. (Pruning may drop a Delete record meanwhile; commit moves nothing
-/// for a Delete, which has its twin in the write CF already, nor for no record, so the
-/// result is the same.)
+/// else commits the key, and pruning passes locked keys by (`MvccStore::forget_deleted`).
 #[derive(Clone, Debug, Default)]
 pub(crate) enum Prior {
     /// Not known: commit reads it.
@@ -84,6 +83,11 @@ impl LockTable {
     /// not copied).
     pub fn get_if(&self, key: &[u8], pred: impl Fn(&Lock) -> bool) -> Option<Lock> {
         self.map.read().get(key).filter(|h| pred(&h.lock)).map(|h| h.lock.clone())
+    }
+
+    /// The primary key of `start_ts`'s lock on `key`, if it holds one.
+    pub fn primary_of(&self, key: &[u8], start_ts: Timestamp) -> Option<Arc<[u8]>> {
+        self.map.read().get(key).filter(|h| h.lock.start_ts == start_ts).map(|h| h.lock.primary.clone())
     }
 
     /// The first lock in `[start, end)` that `pred` accepts.

@@ -57,7 +57,7 @@ pub struct MvccStore {
     engine: Arc<dyn Engine>,
     pub(crate) latches: Latches,
     /// Every lock, in memory (the lock CF is its durable half: see `lock_table`).
-    locks: LockTable,
+    pub(crate) locks: LockTable,
     /// Who is told of committed changes (a columnar replica), if anyone.
     sink: parking_lot::RwLock<Option<Arc<dyn ChangeSink>>>,
     /// What GC needs to know to skip a pass that could remove nothing (`gc`).
@@ -1035,8 +1035,26 @@ impl MvccStore {
     /// `commit` without waiting for durability: the caller waits with `sync_commits`
     /// before it tells anyone the transaction committed.
     pub fn commit_unsynced(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp) -> Result<()> {
-        let _g = self.latches.acquire(keys.iter());
+        let _g = match self.commit_primary(keys, start_ts) {
+            Some(primary) => self.latches.acquire([&*primary]),
+            None => self.latches.acquire(keys.iter()),
+        };
         self.commit_latched(keys, start_ts, commit_ts)
+    }
+
+    /// The latch a commit of `keys` needs: its primary's alone, when the first key holds
+    /// this transaction's lock (None: every key's, as any other command). Every key a
+    /// commit writes holds the transaction's lock until the write has landed, and nobody
+    /// but the transaction changes a locked key: writers meet the lock and wait or back
+    /// off, pruning passes locked keys by (`forget_deleted`), and whoever would end the
+    /// transaction from outside — a resolver rolling back an expired lock
+    /// (`check_txn_status` first, `resolve` only after it), a heartbeat — goes through
+    /// the primary's latch, which the commit holds until its locks are gone. A bulk
+    /// INSERT's commit, held across its table-file ingestion (fsyncs, manifest writes),
+    /// then no longer keeps the other loaders of its table out of the slots its keys
+    /// share with theirs (BENCHMARKS.md, session 39).
+    fn commit_primary(&self, keys: &[Vec<u8>], start_ts: Timestamp) -> Option<Arc<[u8]>> {
+        self.locks.primary_of(keys.first()?, start_ts)
     }
 
     /// `commit_unsynced` if its latches are free now; None (nothing done) if one is held.
@@ -1046,7 +1064,10 @@ impl MvccStore {
         start_ts: Timestamp,
         commit_ts: Timestamp,
     ) -> Option<Result<()>> {
-        let _g = self.latches.try_acquire(keys.iter())?;
+        let _g = match self.commit_primary(keys, start_ts) {
+            Some(primary) => self.latches.try_acquire([&*primary])?,
+            None => self.latches.try_acquire(keys.iter())?,
+        };
         Some(self.commit_latched(keys, start_ts, commit_ts))
     }
 
@@ -1347,5 +1368,90 @@ impl MvccStore {
     /// Forgets the locks in `[start, end)` (their range is being destroyed).
     pub(crate) fn forget_locks(&self, start: &[u8], end: &[u8]) {
         self.locks.remove_range(start, end);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use strata_common::Timestamp;
+    use strata_kv::{LockMode, Mutation, PrewriteRequest};
+    use strata_storage::MemoryEngine;
+
+    use super::MvccStore;
+
+    fn store() -> MvccStore {
+        MvccStore::open(Arc::new(MemoryEngine::new())).expect("open store")
+    }
+
+    /// Keys of three tables: three latch partitions, so no two share a latch.
+    fn keys() -> Vec<Vec<u8>> {
+        (1..4).map(|i| format!("t{i:08}_r0000").into_bytes()).collect()
+    }
+
+    fn prewrite(store: &MvccStore, mutations: Vec<Mutation>, start: u64) {
+        let primary = mutations[0].key().to_vec();
+        let n = mutations.len();
+        let req = PrewriteRequest {
+            mutations,
+            primary,
+            start_ts: Timestamp(start),
+            ttl_ms: 3000,
+            mode: LockMode::Optimistic,
+            locked: vec![false; n],
+        };
+        store.prewrite(&req, false).expect("prewrite");
+    }
+
+    fn puts(keys: &[Vec<u8>], value: &[u8]) -> Vec<Mutation> {
+        keys.iter().map(|k| Mutation::Put(k.clone(), value.to_vec())).collect()
+    }
+
+    #[test]
+    fn a_commit_waits_only_for_its_primarys_latch() {
+        let store = store();
+        let keys = keys();
+        prewrite(&store, puts(&keys, b"a"), 10);
+        // A command holding a secondary's latch does not hold the commit up...
+        let held = store.latches.acquire([&keys[2]]);
+        assert!(matches!(store.try_commit_unsynced(&keys, Timestamp(10), Timestamp(11)), Some(Ok(()))));
+        drop(held);
+        for k in &keys {
+            assert_eq!(store.get(k, Timestamp(12)).expect("get"), Some(b"a".to_vec()));
+        }
+        // ... one holding the primary's does.
+        prewrite(&store, puts(&keys, b"b"), 20);
+        let held = store.latches.acquire([&keys[0]]);
+        assert!(store.try_commit_unsynced(&keys, Timestamp(20), Timestamp(21)).is_none());
+        drop(held);
+        assert!(matches!(store.try_commit_unsynced(&keys, Timestamp(20), Timestamp(21)), Some(Ok(()))));
+        assert_eq!(store.get(&keys[1], Timestamp(22)).expect("get"), Some(b"b".to_vec()));
+        // A transaction whose first key holds no lock of it (rolled back, here) takes every
+        // key's latch, as any other command, and fails as before.
+        prewrite(&store, puts(&keys, b"c"), 30);
+        store.rollback(&keys[..1], Timestamp(30), false).expect("rollback");
+        let held = store.latches.acquire([&keys[2]]);
+        assert!(store.try_commit_unsynced(&keys, Timestamp(30), Timestamp(31)).is_none());
+        drop(held);
+        assert!(matches!(store.try_commit_unsynced(&keys, Timestamp(30), Timestamp(31)), Some(Err(_))));
+    }
+
+    #[test]
+    fn pruning_passes_a_locked_key_by() {
+        let store = store();
+        let keys = keys();
+        prewrite(&store, puts(&keys, b"a"), 10);
+        store.commit(&keys, Timestamp(10), Timestamp(11), false).expect("commit");
+        prewrite(&store, keys.iter().map(|k| Mutation::Delete(k.clone())).collect(), 20);
+        store.commit(&keys, Timestamp(20), Timestamp(21), false).expect("commit");
+        // The first key is locked (a commit of it may be under way, holding no latch of
+        // it): its Delete stays; the others' go.
+        prewrite(&store, puts(&keys[..1], b"b"), 30);
+        assert_eq!(store.prune_deletes(Timestamp(25)).expect("prune"), 2);
+        store.commit(&keys[..1], Timestamp(30), Timestamp(31), false).expect("commit");
+        assert_eq!(store.get(&keys[0], Timestamp(32)).expect("get"), Some(b"b".to_vec()));
+        assert_eq!(store.get(&keys[0], Timestamp(22)).expect("get"), None);
+        assert_eq!(store.get(&keys[1], Timestamp(32)).expect("get"), None);
     }
 }
