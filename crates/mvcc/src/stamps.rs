@@ -14,10 +14,11 @@
 //! read rule, the locks it checks), and a commit above `ts` raised the stripe before its
 //! write; the lock runs under its keys' latches, as every other writer of those keys does,
 //! so it sees either the raised stripe or no write — or, while a commit (which holds only
-//! its primary's latch) is writing, that commit's lock, and waits for it. Stripes start at the oracle's high-water mark
-//! when the store opened, above every commit made before. Records that leave the latest
-//! CF (pruned Deletes, dropped tables) are never handed back: a scan hands back live rows.
-//! A stripe shared by a busy key only costs the read the lock would have made anyway.
+//! its primary's latch) is writing, that commit's lock, and waits for it. Stripes start at
+//! the oracle's high-water mark when the store opened, above every commit made before.
+//! Records that leave the latest CF (pruned Deletes, dropped tables) are never handed back:
+//! a scan hands back live rows. A stripe shared by a busy key only costs the read the lock
+//! would have made anyway.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

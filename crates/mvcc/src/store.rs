@@ -1042,8 +1042,10 @@ impl MvccStore {
         self.commit_latched(keys, start_ts, commit_ts)
     }
 
-    /// The latch a commit of `keys` needs: its primary's alone, when the first key holds
-    /// this transaction's lock (None: every key's, as any other command). Every key a
+    /// The latch a commit of `keys` needs: its primary's alone, when the first key is the
+    /// primary and holds this transaction's lock (None: every key's, as any other
+    /// command). `commit_latched` checks that lock again under the latch, so a primary
+    /// rolled back in between fails the commit before anything is written. Every key a
     /// commit writes holds the transaction's lock until the write has landed, and nobody
     /// but the transaction changes a locked key: writers meet the lock and wait or back
     /// off, pruning passes locked keys by (`forget_deleted`), and whoever would end the
@@ -1054,7 +1056,8 @@ impl MvccStore {
     /// then no longer keeps the other loaders of its table out of the slots its keys
     /// share with theirs (BENCHMARKS.md, session 39).
     fn commit_primary(&self, keys: &[Vec<u8>], start_ts: Timestamp) -> Option<Arc<[u8]>> {
-        self.locks.primary_of(keys.first()?, start_ts)
+        let first = keys.first()?;
+        self.locks.primary_of(first, start_ts).filter(|p| **p == **first)
     }
 
     /// `commit_unsynced` if its latches are free now; None (nothing done) if one is held.
