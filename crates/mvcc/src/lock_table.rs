@@ -24,7 +24,6 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::Arc;
 
 use parking_lot::RwLock;
 use strata_common::{Result, Timestamp};
@@ -85,9 +84,9 @@ impl LockTable {
         self.map.read().get(key).filter(|h| pred(&h.lock)).map(|h| h.lock.clone())
     }
 
-    /// The primary key of `start_ts`'s lock on `key`, if it holds one.
-    pub fn primary_of(&self, key: &[u8], start_ts: Timestamp) -> Option<Arc<[u8]>> {
-        self.map.read().get(key).filter(|h| h.lock.start_ts == start_ts).map(|h| h.lock.primary.clone())
+    /// Whether `key` holds a lock of `start_ts` naming `key` itself as the primary.
+    pub fn is_primary(&self, key: &[u8], start_ts: Timestamp) -> bool {
+        self.map.read().get(key).is_some_and(|h| h.lock.start_ts == start_ts && *h.lock.primary == *key)
     }
 
     /// The first lock in `[start, end)` that `pred` accepts.

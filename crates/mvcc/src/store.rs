@@ -1035,16 +1035,13 @@ impl MvccStore {
     /// `commit` without waiting for durability: the caller waits with `sync_commits`
     /// before it tells anyone the transaction committed.
     pub fn commit_unsynced(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp) -> Result<()> {
-        let _g = match self.commit_primary(keys, start_ts) {
-            Some(primary) => self.latches.acquire([&*primary]),
-            None => self.latches.acquire(keys.iter()),
-        };
+        let _g = self.latches.acquire(self.commit_latched_keys(keys, start_ts));
         self.commit_latched(keys, start_ts, commit_ts)
     }
 
-    /// The latch a commit of `keys` needs: its primary's alone, when the first key is the
-    /// primary and holds this transaction's lock (None: every key's, as any other
-    /// command). `commit_latched` checks that lock again under the latch, so a primary
+    /// The keys whose latches a commit of `keys` takes: the first alone when it is the
+    /// transaction's primary and holds its lock (as `Transaction` sends them), else all
+    /// of them, as any other command. `commit_latched` checks that lock again under the latch, so a primary
     /// rolled back in between fails the commit before anything is written. Every key a
     /// commit writes holds the transaction's lock until the write has landed, and nobody
     /// but the transaction changes a locked key: writers meet the lock and wait or back
@@ -1055,9 +1052,11 @@ impl MvccStore {
     /// INSERT's commit, held across its table-file ingestion (fsyncs, manifest writes),
     /// then no longer keeps the other loaders of its table out of the slots its keys
     /// share with theirs (BENCHMARKS.md, session 39).
-    fn commit_primary(&self, keys: &[Vec<u8>], start_ts: Timestamp) -> Option<Arc<[u8]>> {
-        let first = keys.first()?;
-        self.locks.primary_of(first, start_ts).filter(|p| **p == **first)
+    fn commit_latched_keys<'k>(&self, keys: &'k [Vec<u8>], start_ts: Timestamp) -> &'k [Vec<u8>] {
+        match keys.first() {
+            Some(first) if self.locks.is_primary(first, start_ts) => &keys[..1],
+            _ => keys,
+        }
     }
 
     /// `commit_unsynced` if its latches are free now; None (nothing done) if one is held.
@@ -1067,10 +1066,7 @@ impl MvccStore {
         start_ts: Timestamp,
         commit_ts: Timestamp,
     ) -> Option<Result<()>> {
-        let _g = match self.commit_primary(keys, start_ts) {
-            Some(primary) => self.latches.try_acquire([&*primary])?,
-            None => self.latches.try_acquire(keys.iter())?,
-        };
+        let _g = self.latches.try_acquire(self.commit_latched_keys(keys, start_ts))?;
         Some(self.commit_latched(keys, start_ts, commit_ts))
     }
 
