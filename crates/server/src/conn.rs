@@ -236,6 +236,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                 Err(_) => return Err(ConnError::Handshake("client went away after TLS".into())),
             };
         }
+        // The stream stays as it is from here on.
+        self.io.buffer_reads();
         let resp = match codec::parse_handshake_response(&payload) {
             Ok(r) => r,
             Err(e) => {

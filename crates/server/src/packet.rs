@@ -1,10 +1,18 @@
 //! Packet framing: a 3-byte little-endian length and a sequence id before each payload;
 //! payloads of 16 MiB - 1 or more continue in following packets. Incoming payloads larger
 //! than `max_packet` are refused before they are buffered.
+//!
+//! Once [`PacketIo::buffer_reads`] is called, reads go through a 16 KiB buffer: a command
+//! arriving in one segment costs one `recv` instead of two (its header, then its payload),
+//! and commands a client pipelines cost one between them. Before it (the handshake), reads
+//! take exactly what they frame, so that nothing meant for a TLS handshake that follows is
+//! swallowed into the buffer.
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 const MAX_CHUNK: usize = 0xff_ffff;
+/// The read buffer's size.
+const READ_BUFFER: usize = 16 * 1024;
 
 /// Why reading a packet stopped.
 #[derive(Debug)]
@@ -26,6 +34,11 @@ pub struct PacketIo<S> {
     max_packet: usize,
     /// Flushes so far (a mark from before the last one cannot be rewound to).
     flushes: u64,
+    /// Bytes received and not yet framed: `inbuf[inpos..inlen]`. Empty until `buffer_reads`.
+    inbuf: Box<[u8]>,
+    inpos: usize,
+    inlen: usize,
+    buffered: bool,
 }
 
 /// Where the queued output stood, for [`PacketIo::rewind`].
@@ -39,11 +52,29 @@ pub struct Mark {
 impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
     /// Wraps a stream.
     pub fn new(stream: S, max_packet: usize) -> PacketIo<S> {
-        PacketIo { stream, seq: 0, out: Vec::with_capacity(16 * 1024), max_packet, flushes: 0 }
+        PacketIo {
+            stream,
+            seq: 0,
+            out: Vec::with_capacity(16 * 1024),
+            max_packet,
+            flushes: 0,
+            inbuf: Box::default(),
+            inpos: 0,
+            inlen: 0,
+            buffered: false,
+        }
+    }
+
+    /// Reads ahead from now on (see the module's doc). Call it once no switch of the stream
+    /// (TLS) can follow.
+    pub fn buffer_reads(&mut self) {
+        self.buffered = true;
+        self.inbuf = vec![0; READ_BUFFER].into_boxed_slice();
     }
 
     /// The underlying stream (to switch it to TLS between packets).
     pub fn stream_mut(&mut self) -> &mut S {
+        debug_assert!(self.inpos == self.inlen, "bytes read ahead would miss the switched stream");
         &mut self.stream
     }
 
@@ -58,7 +89,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
         let mut first = true;
         loop {
             let mut header = [0u8; 4];
-            match self.stream.read_exact(&mut header).await {
+            match self.read_exact(&mut header).await {
                 Ok(_) => {}
                 Err(e) if first && e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(ReadError::Closed),
                 Err(e) => return Err(ReadError::Io(e)),
@@ -71,9 +102,35 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
             }
             let start = payload.len();
             payload.resize(start + len, 0);
-            self.stream.read_exact(&mut payload[start..]).await.map_err(ReadError::Io)?;
+            self.read_exact(&mut payload[start..]).await.map_err(ReadError::Io)?;
             if len < MAX_CHUNK {
                 return Ok(payload);
+            }
+        }
+    }
+
+    /// Fills `dst` from the buffer, then (unbuffered, or once the buffer is drained) from the
+    /// stream: straight into `dst` when what is missing is at least a buffer's worth, else
+    /// by refilling the buffer with whatever the stream has.
+    async fn read_exact(&mut self, dst: &mut [u8]) -> std::io::Result<()> {
+        let mut done = 0;
+        loop {
+            let n = (self.inlen - self.inpos).min(dst.len() - done);
+            dst[done..done + n].copy_from_slice(&self.inbuf[self.inpos..self.inpos + n]);
+            self.inpos += n;
+            done += n;
+            if done == dst.len() {
+                return Ok(());
+            }
+            // The buffer is empty here.
+            (self.inpos, self.inlen) = (0, 0);
+            if !self.buffered || dst.len() - done >= READ_BUFFER {
+                self.stream.read_exact(&mut dst[done..]).await?;
+                return Ok(());
+            }
+            self.inlen = self.stream.read(&mut self.inbuf).await?;
+            if self.inlen == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
             }
         }
     }
@@ -123,5 +180,101 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
             self.out.clear();
         }
         self.stream.flush().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{duplex, AsyncWriteExt};
+
+    fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
+        let mut p = (payload.len() as u32).to_le_bytes()[..3].to_vec();
+        p.push(seq);
+        p.extend_from_slice(payload);
+        p
+    }
+
+    fn run<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+    }
+
+    /// Two commands sent in one write are both framed from one buffer fill, and a third that
+    /// arrives in pieces waits for its last byte.
+    #[test]
+    fn buffered_reads_frame_pipelined_and_split_packets() {
+        run(async {
+            let (mut client, server) = duplex(1 << 20);
+            let mut io = PacketIo::new(server, 1 << 20);
+            io.buffer_reads();
+            let mut both = packet(0, b"\x03select 1");
+            both.extend(packet(0, b"\x0e"));
+            client.write_all(&both).await.unwrap();
+            assert_eq!(io.read().await.unwrap(), b"\x03select 1");
+            assert_eq!(io.seq, 1);
+            assert_eq!(io.read().await.unwrap(), b"\x0e");
+            let third = packet(7, b"\x03select 22");
+            let writer = tokio::spawn(async move {
+                for byte in third {
+                    client.write_all(&[byte]).await.unwrap();
+                    tokio::task::yield_now().await;
+                }
+                client
+            });
+            assert_eq!(io.read().await.unwrap(), b"\x03select 22");
+            assert_eq!(io.seq, 8);
+            drop(writer.await.unwrap());
+            assert!(matches!(io.read().await, Err(ReadError::Closed)));
+        });
+    }
+
+    /// A payload larger than the buffer, and one split over two packets (16 MiB - 1 bytes, then
+    /// the rest), come through whole; an over-long one is refused before it is read.
+    #[test]
+    fn buffered_reads_take_large_and_continued_payloads() {
+        run(async {
+            let (mut client, server) = duplex(1 << 16);
+            let mut io = PacketIo::new(server, 20 << 20);
+            io.buffer_reads();
+            let big: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+            let huge: Vec<u8> = (0..MAX_CHUNK + 10).map(|i| (i % 251) as u8).collect();
+            let (b, h) = (big.clone(), huge.clone());
+            let writer = tokio::spawn(async move {
+                client.write_all(&packet(0, &b)).await.unwrap();
+                client.write_all(&packet(0, &h[..MAX_CHUNK])).await.unwrap();
+                client.write_all(&packet(1, &h[MAX_CHUNK..])).await.unwrap();
+                client.write_all(&packet(0, b"after")).await.unwrap();
+                client
+            });
+            assert_eq!(io.read().await.unwrap(), big);
+            assert_eq!(io.read().await.unwrap(), huge);
+            assert_eq!(io.read().await.unwrap(), b"after");
+            drop(writer.await.unwrap());
+
+            let (mut client, server) = duplex(1 << 16);
+            let mut io = PacketIo::new(server, 1 << 20);
+            io.buffer_reads();
+            let mut header = ((2u32 << 20).to_le_bytes()[..3]).to_vec();
+            header.push(0);
+            client.write_all(&header).await.unwrap();
+            assert!(matches!(io.read().await, Err(ReadError::TooLarge)));
+        });
+    }
+
+    /// Before `buffer_reads`, a read takes no byte past its packet: what follows (a TLS
+    /// handshake) is still in the stream.
+    #[test]
+    fn unbuffered_reads_stop_at_the_packet() {
+        run(async {
+            let (mut client, server) = duplex(1 << 16);
+            let mut io = PacketIo::new(server, 1 << 20);
+            let mut bytes = packet(1, &[0u8; 32]);
+            bytes.extend_from_slice(b"\x16\x03\x01 hello");
+            client.write_all(&bytes).await.unwrap();
+            assert_eq!(io.read().await.unwrap(), [0u8; 32]);
+            let mut rest = [0u8; 9];
+            io.stream_mut().read_exact(&mut rest).await.unwrap();
+            assert_eq!(&rest, b"\x16\x03\x01 hello");
+        });
     }
 }
