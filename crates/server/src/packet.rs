@@ -196,7 +196,7 @@ mod tests {
     }
 
     fn run<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(f)
     }
 
     /// Two commands sent in one write are both framed from one buffer fill, and a third that
@@ -209,21 +209,21 @@ mod tests {
             io.buffer_reads();
             let mut both = packet(0, b"\x03select 1");
             both.extend(packet(0, b"\x0e"));
-            client.write_all(&both).await.unwrap();
-            assert_eq!(io.read().await.unwrap(), b"\x03select 1");
+            client.write_all(&both).await.expect("write");
+            assert_eq!(io.read().await.expect("read"), b"\x03select 1");
             assert_eq!(io.seq, 1);
-            assert_eq!(io.read().await.unwrap(), b"\x0e");
+            assert_eq!(io.read().await.expect("read"), b"\x0e");
             let third = packet(7, b"\x03select 22");
             let writer = tokio::spawn(async move {
                 for byte in third {
-                    client.write_all(&[byte]).await.unwrap();
+                    client.write_all(&[byte]).await.expect("write");
                     tokio::task::yield_now().await;
                 }
                 client
             });
-            assert_eq!(io.read().await.unwrap(), b"\x03select 22");
+            assert_eq!(io.read().await.expect("read"), b"\x03select 22");
             assert_eq!(io.seq, 8);
-            drop(writer.await.unwrap());
+            drop(writer.await.expect("writer"));
             assert!(matches!(io.read().await, Err(ReadError::Closed)));
         });
     }
@@ -240,23 +240,23 @@ mod tests {
             let huge: Vec<u8> = (0..MAX_CHUNK + 10).map(|i| (i % 251) as u8).collect();
             let (b, h) = (big.clone(), huge.clone());
             let writer = tokio::spawn(async move {
-                client.write_all(&packet(0, &b)).await.unwrap();
-                client.write_all(&packet(0, &h[..MAX_CHUNK])).await.unwrap();
-                client.write_all(&packet(1, &h[MAX_CHUNK..])).await.unwrap();
-                client.write_all(&packet(0, b"after")).await.unwrap();
+                client.write_all(&packet(0, &b)).await.expect("write");
+                client.write_all(&packet(0, &h[..MAX_CHUNK])).await.expect("write");
+                client.write_all(&packet(1, &h[MAX_CHUNK..])).await.expect("write");
+                client.write_all(&packet(0, b"after")).await.expect("write");
                 client
             });
-            assert_eq!(io.read().await.unwrap(), big);
-            assert_eq!(io.read().await.unwrap(), huge);
-            assert_eq!(io.read().await.unwrap(), b"after");
-            drop(writer.await.unwrap());
+            assert_eq!(io.read().await.expect("read"), big);
+            assert_eq!(io.read().await.expect("read"), huge);
+            assert_eq!(io.read().await.expect("read"), b"after");
+            drop(writer.await.expect("writer"));
 
             let (mut client, server) = duplex(1 << 16);
             let mut io = PacketIo::new(server, 1 << 20);
             io.buffer_reads();
             let mut header = ((2u32 << 20).to_le_bytes()[..3]).to_vec();
             header.push(0);
-            client.write_all(&header).await.unwrap();
+            client.write_all(&header).await.expect("write");
             assert!(matches!(io.read().await, Err(ReadError::TooLarge)));
         });
     }
@@ -270,10 +270,10 @@ mod tests {
             let mut io = PacketIo::new(server, 1 << 20);
             let mut bytes = packet(1, &[0u8; 32]);
             bytes.extend_from_slice(b"\x16\x03\x01 hello");
-            client.write_all(&bytes).await.unwrap();
-            assert_eq!(io.read().await.unwrap(), [0u8; 32]);
+            client.write_all(&bytes).await.expect("write");
+            assert_eq!(io.read().await.expect("read"), [0u8; 32]);
             let mut rest = [0u8; 9];
-            io.stream_mut().read_exact(&mut rest).await.unwrap();
+            io.stream_mut().read_exact(&mut rest).await.expect("read");
             assert_eq!(&rest, b"\x16\x03\x01 hello");
         });
     }
