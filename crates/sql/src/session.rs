@@ -200,8 +200,11 @@ impl Engine {
                 let ratio = globals.get("tidb_auto_analyze_ratio").and_then(|v| v.as_f64()).unwrap_or(0.5);
                 if on {
                     match engine.auto_analyze(ratio, &mut pacing).await {
-                        Ok(0) => {}
-                        Ok(n) => tracing::info!("auto-analyze gathered statistics of {n} table(s)"),
+                        Ok(done) => {
+                            for (table, took) in done {
+                                tracing::info!("auto-analyze gathered statistics of {table} in {took:.2?}");
+                            }
+                        }
                         Err(e) => tracing::warn!("auto-analyze failed (retried later): {e}"),
                     }
                 }

@@ -843,9 +843,14 @@ impl crate::session::Engine {
 
     /// One round of auto-analyze: analyzes every table whose rows written since its last
     /// analysis pass `ratio` of its rows (and `AUTO_ANALYZE_MIN_ROWS`), unless it is still
-    /// being loaded (`AnalyzePacing`). Returns how many tables it analyzed.
-    pub async fn auto_analyze(&self, ratio: f64, pacing: &mut AnalyzePacing) -> Result<usize> {
-        let mut done = 0;
+    /// being loaded (`AnalyzePacing`). Returns the tables it analyzed (`db.table`) and how
+    /// long each took.
+    pub async fn auto_analyze(
+        &self,
+        ratio: f64,
+        pacing: &mut AnalyzePacing,
+    ) -> Result<Vec<(String, std::time::Duration)>> {
+        let mut done = Vec::new();
         let counted = self.catalog.modifications.all();
         pacing.retain(&counted);
         let now = std::time::Instant::now();
@@ -869,9 +874,10 @@ impl crate::session::Engine {
                 pacing.started_over(id);
                 continue;
             }
+            let started = std::time::Instant::now();
             self.analyze_table(&table).await?;
             pacing.started_over(id);
-            done += 1;
+            done.push((format!("{}.{}", table.db, table.name), started.elapsed()));
         }
         Ok(done)
     }
