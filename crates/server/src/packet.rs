@@ -186,13 +186,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::{duplex, AsyncWriteExt};
+    use tokio::io::{duplex, AsyncWriteExt, DuplexStream};
 
     fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
         let mut p = (payload.len() as u32).to_le_bytes()[..3].to_vec();
         p.push(seq);
         p.extend_from_slice(payload);
         p
+    }
+
+    /// A client end and the server's `PacketIo` over an in-memory pipe.
+    fn connected(max_packet: usize, buffered: bool) -> (DuplexStream, PacketIo<DuplexStream>) {
+        let (client, server) = duplex(1 << 16);
+        let mut io = PacketIo::new(server, max_packet);
+        if buffered {
+            io.buffer_reads();
+        }
+        (client, io)
     }
 
     fn run<F: std::future::Future>(f: F) -> F::Output {
@@ -204,9 +214,7 @@ mod tests {
     #[test]
     fn buffered_reads_frame_pipelined_and_split_packets() {
         run(async {
-            let (mut client, server) = duplex(1 << 20);
-            let mut io = PacketIo::new(server, 1 << 20);
-            io.buffer_reads();
+            let (mut client, mut io) = connected(1 << 20, true);
             let mut both = packet(0, b"\x03select 1");
             both.extend(packet(0, b"\x0e"));
             client.write_all(&both).await.expect("write");
@@ -233,9 +241,7 @@ mod tests {
     #[test]
     fn buffered_reads_take_large_and_continued_payloads() {
         run(async {
-            let (mut client, server) = duplex(1 << 16);
-            let mut io = PacketIo::new(server, 20 << 20);
-            io.buffer_reads();
+            let (mut client, mut io) = connected(20 << 20, true);
             let big: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
             let huge: Vec<u8> = (0..MAX_CHUNK + 10).map(|i| (i % 251) as u8).collect();
             let (b, h) = (big.clone(), huge.clone());
@@ -251,9 +257,7 @@ mod tests {
             assert_eq!(io.read().await.expect("read"), b"after");
             drop(writer.await.expect("writer"));
 
-            let (mut client, server) = duplex(1 << 16);
-            let mut io = PacketIo::new(server, 1 << 20);
-            io.buffer_reads();
+            let (mut client, mut io) = connected(1 << 20, true);
             let mut header = ((2u32 << 20).to_le_bytes()[..3]).to_vec();
             header.push(0);
             client.write_all(&header).await.expect("write");
@@ -266,8 +270,7 @@ mod tests {
     #[test]
     fn unbuffered_reads_stop_at_the_packet() {
         run(async {
-            let (mut client, server) = duplex(1 << 16);
-            let mut io = PacketIo::new(server, 1 << 20);
+            let (mut client, mut io) = connected(1 << 20, false);
             let mut bytes = packet(1, &[0u8; 32]);
             bytes.extend_from_slice(b"\x16\x03\x01 hello");
             client.write_all(&bytes).await.expect("write");
