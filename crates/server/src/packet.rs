@@ -3,8 +3,9 @@
 //! than `max_packet` are refused before they are buffered.
 //!
 //! Once [`PacketIo::buffer_reads`] is called, reads go through a 16 KiB buffer: a command
-//! arriving in one segment costs one `recv` instead of two (its header, then its payload),
-//! and commands a client pipelines cost one between them. Before it (the handshake), reads
+//! arriving in one segment costs one `recv` instead of three (its header, its payload, and
+//! tokio's retry after a read that filled its 4 bytes, which finds the socket empty), and
+//! commands a client pipelines share one. Before it (the handshake), reads
 //! take exactly what they frame, so that nothing meant for a TLS handshake that follows is
 //! swallowed into the buffer.
 
@@ -68,6 +69,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
     /// Reads ahead from now on (see the module's doc). Call it once no switch of the stream
     /// (TLS) can follow.
     pub fn buffer_reads(&mut self) {
+        if self.buffered {
+            return;
+        }
         self.buffered = true;
         self.inbuf = vec![0; READ_BUFFER].into_boxed_slice();
     }
