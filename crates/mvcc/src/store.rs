@@ -1040,18 +1040,17 @@ impl MvccStore {
     }
 
     /// The keys whose latches a commit of `keys` takes: the first alone when it is the
-    /// transaction's primary and holds its lock (as `Transaction` sends them), else all
-    /// of them, as any other command. `commit_latched` checks that lock again under the latch, so a primary
-    /// rolled back in between fails the commit before anything is written. Every key a
-    /// commit writes holds the transaction's lock until the write has landed, and nobody
-    /// but the transaction changes a locked key: writers meet the lock and wait or back
-    /// off, pruning passes locked keys by (`forget_deleted`), and whoever would end the
-    /// transaction from outside — a resolver rolling back an expired lock
-    /// (`check_txn_status` first, `resolve` only after it), a heartbeat — goes through
-    /// the primary's latch, which the commit holds until its locks are gone. A bulk
-    /// INSERT's commit, held across its table-file ingestion (fsyncs, manifest writes),
-    /// then no longer keeps the other loaders of its table out of the slots its keys
-    /// share with theirs (BENCHMARKS.md, session 39).
+    /// transaction's primary and holds its lock (as `Transaction` sends them), else all of them, as
+    /// any other command. `commit_latched` checks that lock again under the latch, so a primary
+    /// rolled back in between fails the commit before anything is written. Every key a commit
+    /// writes holds the transaction's lock until the write has landed, and nobody but the
+    /// transaction changes a locked key: writers meet the lock and wait or back off, pruning passes
+    /// locked keys by (`forget_deleted`), and whoever would end the transaction from outside — a
+    /// resolver rolling back an expired lock (`check_txn_status` first, `resolve` only after it), a
+    /// heartbeat — goes through the primary's latch, which the commit holds until its locks are
+    /// gone. A bulk INSERT's commit, held across its table-file ingestion (fsyncs, manifest
+    /// writes), then no longer keeps the other loaders of its table out of the slots its keys share
+    /// with theirs (BENCHMARKS.md, session 39).
     fn commit_latched_keys<'k>(&self, keys: &'k [Vec<u8>], start_ts: Timestamp) -> &'k [Vec<u8>] {
         match keys.first() {
             Some(first) if self.locks.is_primary(first, start_ts) => &keys[..1],
