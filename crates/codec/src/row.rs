@@ -182,6 +182,23 @@ impl<'a> RowReader<'a> {
         decode_tagged(&mut self.input)
     }
 
+    /// `value` written over `out`; a string goes into `out`'s buffer when `out` already
+    /// holds one, so a caller decoding row after row into the same values allocates for
+    /// strings only when they grow.
+    pub fn value_into(&mut self, out: &mut Value) -> Result<()> {
+        if let (Some(5), Value::Bytes(buf)) = (self.input.first(), &mut *out) {
+            let mut input = &self.input[1..];
+            let n = get_varint(&mut input)? as usize;
+            let bytes = take(&mut input, n)?;
+            buf.clear();
+            buf.extend_from_slice(bytes);
+            self.input = input;
+            return Ok(());
+        }
+        *out = self.value()?;
+        Ok(())
+    }
+
     /// Steps over the value of the column whose id was just read.
     pub fn skip(&mut self) -> Result<()> {
         skip_tagged(&mut self.input)
@@ -236,5 +253,24 @@ mod tests {
         assert_eq!(some.len(), 2);
         assert_eq!((some[0].0, some[0].1.to_display()), (600, vals[2].to_display()));
         assert_eq!((some[1].0, some[1].1.to_display()), (1500, vals[5].to_display()));
+        // Decoding over earlier values: strings reuse their buffer, other types replace.
+        let row = encode_row(&pairs);
+        let mut into = vec![Value::str("a much longer earlier string"); vals.len()];
+        let mut reader = RowReader::new(&row).expect("decodes");
+        for v in &mut into {
+            reader.next_id().expect("decodes");
+            reader.value_into(v).expect("decodes");
+        }
+        let shown: Vec<String> = into.iter().map(Value::to_display).collect();
+        assert_eq!(shown, vals.iter().map(Value::to_display).collect::<Vec<_>>());
+        assert!(
+            RowReader::new(&[1, 1, 0, 5, 9, b'x'])
+                .and_then(|mut r| {
+                    r.next_id()?;
+                    r.value_into(&mut Value::str("y"))
+                })
+                .is_err(),
+            "a string longer than the row fails"
+        );
     }
 }

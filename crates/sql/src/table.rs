@@ -72,6 +72,30 @@ pub fn decode_row(table: &TableInfo, bytes: &[u8]) -> Result<(Row, Option<i64>)>
     decode_masked(table, bytes, None)
 }
 
+/// `decode_row` over the values of `out` (its strings' buffers reused), for a caller
+/// decoding many rows one after another; no row id.
+pub fn decode_row_into(table: &TableInfo, bytes: &[u8], out: &mut Row) -> Result<()> {
+    let n = table.columns.len();
+    out.resize(n, Value::Null);
+    let mut reader = row::RowReader::new(bytes)?;
+    let mut placed = 0;
+    while let Some(id) = reader.next_id()? {
+        let at = (id as usize).checked_sub(1).filter(|&p| table.columns.get(p).is_some_and(|c| c.id == id));
+        match at.or_else(|| table.columns.iter().position(|c| c.id == id)) {
+            Some(p) => {
+                placed += 1;
+                reader.value_into(&mut out[p])?;
+            }
+            None => reader.skip()?,
+        }
+    }
+    if placed != n {
+        // Columns added after the row was written take their defaults there.
+        *out = decode_row(table, bytes)?.0;
+    }
+    Ok(())
+}
+
 /// `decode_row` of the columns at `positions` only (the others are NULL); no row id.
 pub fn decode_columns(table: &TableInfo, bytes: &[u8], positions: &[usize]) -> Result<Row> {
     let mut mask = vec![false; table.columns.len()];
