@@ -245,6 +245,14 @@ mod tests {
             vec![Value::Null, Value::str("bee"), Value::Null]
         );
         assert!(decode_masked(&t, &bytes[..bytes.len() - 1], None).is_err(), "a truncated row fails");
+        // Decoding over the row before: every column replaced, strings in their old buffers.
+        let mut into = vec![Value::str("a longer string than bee"), Value::str("x"), Value::Null];
+        decode_row_into(&t, &bytes, &mut into).expect("row");
+        assert_eq!(into, row);
+        let mut into = Vec::new();
+        decode_row_into(&t, &bytes, &mut into).expect("row");
+        assert_eq!(into, row, "an empty row grows to the table's columns");
+        assert!(decode_row_into(&t, &bytes[..bytes.len() - 1], &mut into).is_err(), "a truncated row fails");
     }
 
     #[test]
@@ -262,5 +270,9 @@ mod tests {
         assert_eq!(row_id, Some(77));
         let (row, _) = decode_masked(&now, &bytes, Some(&[false, true, false, false])).expect("masked");
         assert_eq!(row, vec![Value::Null, Value::Int(1), Value::Null, Value::Null], "unwanted defaults stay NULL");
+        // Decoding over a row that had every column: the added ones take their defaults.
+        let mut into = vec![Value::Int(30), Value::Int(10), Value::Int(90), Value::Int(50)];
+        decode_row_into(&now, &bytes, &mut into).expect("row");
+        assert_eq!(into, vec![Value::Int(3), Value::Int(1), Value::Int(9), Value::Null]);
     }
 }
