@@ -75,25 +75,7 @@ pub fn decode_row(table: &TableInfo, bytes: &[u8]) -> Result<(Row, Option<i64>)>
 /// `decode_row` over the values of `out` (its strings' buffers reused), for a caller
 /// decoding many rows one after another; no row id.
 pub fn decode_row_into(table: &TableInfo, bytes: &[u8], out: &mut Row) -> Result<()> {
-    let n = table.columns.len();
-    out.resize(n, Value::Null);
-    let mut reader = row::RowReader::new(bytes)?;
-    let mut placed = 0;
-    while let Some(id) = reader.next_id()? {
-        let at = (id as usize).checked_sub(1).filter(|&p| table.columns.get(p).is_some_and(|c| c.id == id));
-        match at.or_else(|| table.columns.iter().position(|c| c.id == id)) {
-            Some(p) => {
-                placed += 1;
-                reader.value_into(&mut out[p])?;
-            }
-            None => reader.skip()?,
-        }
-    }
-    if placed != n {
-        // Columns added after the row was written take their defaults there.
-        *out = decode_row(table, bytes)?.0;
-    }
-    Ok(())
+    decode_masked_into(table, bytes, None, out).map(|_| ())
 }
 
 /// `decode_row` of the columns at `positions` only (the others are NULL); no row id.
@@ -110,8 +92,16 @@ pub fn decode_columns(table: &TableInfo, bytes: &[u8], positions: &[usize]) -> R
 /// `decode_row` building only the columns `wanted` marks (all when None); the others are
 /// NULL, their stored values stepped over. Values go straight to their place in the row.
 pub fn decode_masked(table: &TableInfo, bytes: &[u8], wanted: Option<&[bool]>) -> Result<(Row, Option<i64>)> {
+    let mut out: Row = vec![Value::Null; table.columns.len()];
+    let row_id = decode_masked_into(table, bytes, wanted, &mut out)?;
+    Ok((out, row_id))
+}
+
+/// `decode_masked` over the values of `out`, which it sizes to the table: every column is
+/// written (a string into the buffer of a string already there); returns the row id.
+fn decode_masked_into(table: &TableInfo, bytes: &[u8], wanted: Option<&[bool]>, out: &mut Row) -> Result<Option<i64>> {
     let n = table.columns.len();
-    let mut out: Row = vec![Value::Null; n];
+    out.resize(n, Value::Null);
     let mut row_id = None;
     let mut placed = 0;
     let want = |p: usize| wanted.is_none_or(|w| w.get(p).copied().unwrap_or(true));
@@ -123,9 +113,10 @@ pub fn decode_masked(table: &TableInfo, bytes: &[u8], wanted: Option<&[bool]>) -
             Some(p) => {
                 placed += 1;
                 if want(p) {
-                    out[p] = reader.value()?;
+                    reader.value_into(&mut out[p])?;
                 } else {
                     reader.skip()?;
+                    out[p] = Value::Null;
                 }
             }
             None if id == 0 && table.pk.is_none() => {
@@ -147,15 +138,18 @@ pub fn decode_masked(table: &TableInfo, bytes: &[u8], wanted: Option<&[bool]>) -
             again.skip()?;
         }
         for (p, c) in table.columns.iter().enumerate() {
-            if stored[p] || !want(p) {
+            if stored[p] {
                 continue;
             }
-            if let Some(crate::catalog::DefaultValue::Text(t)) = &c.default {
-                out[p] = c.ty.coerce(Value::str(t.clone()), &c.name).unwrap_or(Value::Null);
-            }
+            out[p] = match &c.default {
+                Some(crate::catalog::DefaultValue::Text(t)) if want(p) => {
+                    c.ty.coerce(Value::str(t.clone()), &c.name).unwrap_or(Value::Null)
+                }
+                _ => Value::Null,
+            };
         }
     }
-    Ok((out, row_id))
+    Ok(row_id)
 }
 
 /// Whether an index entry for these values must be unique (unique index, no NULLs).
