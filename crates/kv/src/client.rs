@@ -201,6 +201,21 @@ pub trait Client: Send + Sync + 'static {
     async fn unsafe_destroy_range(&self, start: &[u8], end: &[u8]) -> Result<()>;
     /// Approximate bytes the store holds on disk and in memory.
     async fn store_size(&self) -> Result<u64>;
+    /// Draws `n` byte offsets at random (`seed`) over what the store holds of the current
+    /// versions of `[start, end)` and returns the pieces of the range they fell in, in key
+    /// order, and the range's approximate bytes, without reading the rows between: where
+    /// a sampled ANALYZE reads. A piece may start at a deleted key. None if the store
+    /// cannot tell where its bytes are without reading the range.
+    async fn sample_pieces(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        n: usize,
+        seed: u64,
+    ) -> Result<Option<(Vec<KeyPiece>, u64)>> {
+        let _ = (start, end, n, seed);
+        Ok(None)
+    }
     /// Fails with `Error::KeyLocked` if a key of `[start, end)` has a lock that blocks a
     /// read at `ts` (what `scan` would fail with), without reading any value: a reader of a
     /// copy kept current by `subscribe` checks this first, then reads its copy.
@@ -229,6 +244,16 @@ pub trait Client: Send + Sync + 'static {
         let _ = sink;
         Err(strata_common::Error::internal("this store does not feed committed changes"))
     }
+}
+
+/// A piece of a key range a sample fell in (`Client::sample_pieces`): its keys are
+/// `[start, end)`, about `bytes` of them in the store, `hits` of the drawn offsets in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyPiece {
+    pub start: Vec<u8>,
+    pub end: Vec<u8>,
+    pub bytes: u64,
+    pub hits: u32,
 }
 
 /// One committed change to a key, as a change feed delivers it.

@@ -7,6 +7,6 @@ pub mod client;
 pub mod metrics;
 
 pub use client::{
-    ChangeSink, Client, CommittedChange, LockMode, Mutation, Oracle, PessimisticLockRequest, PrewriteRequest,
+    ChangeSink, Client, CommittedChange, KeyPiece, LockMode, Mutation, Oracle, PessimisticLockRequest, PrewriteRequest,
     ScannedEntry, Seen, TxnStatus,
 };

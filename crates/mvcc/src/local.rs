@@ -277,6 +277,16 @@ impl Client for LocalClient {
         self.store.engine().size_bytes()
     }
 
+    async fn sample_pieces(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        n: usize,
+        seed: u64,
+    ) -> Result<Option<(Vec<strata_kv::KeyPiece>, u64)>> {
+        self.store.sample_pieces(start, end, n, seed)
+    }
+
     async fn check_locks(&self, start: &[u8], end: &[u8], ts: Timestamp) -> Result<()> {
         self.store.check_locks(start, end, ts)
     }

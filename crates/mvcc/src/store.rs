@@ -243,6 +243,33 @@ impl MvccStore {
         *self.sink.write() = Some(sink);
     }
 
+    /// `Client::sample_pieces`: sampled from the latest CF, where each key's current
+    /// version (or its deletion, until pruned) is, a Put's value inline.
+    pub fn sample_pieces(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        n: usize,
+        seed: u64,
+    ) -> Result<Option<(Vec<strata_kv::KeyPiece>, u64)>> {
+        let (lower, upper) = (encode_user_key(start), encode_user_key(end));
+        let Some((pieces, total)) = self.engine.sample_pieces(Cf::Latest, &lower, &upper, n, seed)? else {
+            return Ok(None);
+        };
+        let pieces = pieces
+            .into_iter()
+            .map(|p| {
+                Ok(strata_kv::KeyPiece {
+                    start: decode_user_key(&p.start)?,
+                    end: decode_user_key(&p.end)?,
+                    bytes: p.bytes,
+                    hits: p.hits,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Some((pieces, total)))
+    }
+
     /// Fails with the first lock in `[start, end)` that blocks a read at `ts`.
     pub fn check_locks(&self, start: &[u8], end: &[u8], ts: Timestamp) -> Result<()> {
         match self.locks.find_in_range(start, end, |l| Self::blocks_read(l, ts)) {

@@ -422,6 +422,44 @@ impl Cursor for RocksCursor<'_> {
     }
 }
 
+/// A column family as the sampler sees it (`Engine::sample_pieces`): RocksDB's approximate
+/// sizes (table files only, from their indexes) and one iterator seeking both ways.
+struct RocksKeySpace<'a> {
+    db: &'a DB,
+    handle: &'a rocksdb::ColumnFamily,
+    it: DBRawIterator<'a>,
+}
+
+impl RocksKeySpace<'_> {
+    fn current(&self) -> Result<Option<&[u8]>> {
+        if self.it.valid() {
+            return Ok(self.it.key());
+        }
+        self.it.status().map_err(io)?;
+        Ok(None)
+    }
+}
+
+impl strata_storage::sample::KeySpace for RocksKeySpace<'_> {
+    fn size(&mut self, start: &[u8], end: &[u8]) -> Result<u64> {
+        let sizes = self.db.get_approximate_sizes_cf(self.handle, &[rocksdb::Range::new(start, end)]);
+        Ok(sizes.first().copied().unwrap_or(0))
+    }
+
+    fn first_at_or_after(&mut self, key: &[u8], upper: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.it.seek(key);
+        Ok(self.current()?.filter(|k| *k < upper).map(<[u8]>::to_vec))
+    }
+
+    fn last_before(&mut self, key: &[u8], lower: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.it.seek_for_prev(key);
+        if self.current()? == Some(key) {
+            self.it.prev();
+        }
+        Ok(self.current()?.filter(|k| *k >= lower).map(<[u8]>::to_vec))
+    }
+}
+
 impl Engine for RocksEngine {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.db.get_cf(self.handle(cf)?, key).map_err(io)
@@ -586,6 +624,25 @@ impl Engine for RocksEngine {
             }
         }
         Ok(total)
+    }
+
+    fn sample_pieces(
+        &self,
+        cf: Cf,
+        lower: &[u8],
+        upper: &[u8],
+        n: usize,
+        seed: u64,
+    ) -> Result<Option<(Vec<strata_storage::sample::Piece>, u64)>> {
+        let handle = self.handle(cf)?;
+        let mut ro = ReadOptions::default();
+        ro.set_total_order_seek(true);
+        ro.set_iterate_lower_bound(lower.to_vec());
+        ro.set_iterate_upper_bound(upper.to_vec());
+        // Only keys are wanted: do not fill the block cache with what a sample passes.
+        ro.fill_cache(false);
+        let mut space = RocksKeySpace { db: &self.db, handle, it: self.db.raw_iterator_cf_opt(handle, ro) };
+        strata_storage::sample::sample_pieces(&mut space, lower, upper, n, seed)
     }
 
     fn set_compaction_filter(&self, cf: Cf, filter: Arc<dyn CompactionFilter>) -> bool {
@@ -778,6 +835,49 @@ mod tests {
             b.put(Cf::Latest, format!("k{k:04}").into_bytes(), format!("{tag}{k}").into_bytes());
         }
         b
+    }
+
+    #[test]
+    fn samples_land_on_keys_in_proportion_to_bytes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = RocksEngine::open(dir.path()).expect("open");
+        // Keys 0..3000 with 200-byte values, then 3000..6000 with 1000-byte ones: five
+        // sixths of the bytes are in the second half. Written as table files.
+        let mut b = WriteBatch::default();
+        for k in 0..6000u32 {
+            let len = if k < 3000 { 200 } else { 1000 };
+            let value: Vec<u8> = (0..len).map(|i| (k.wrapping_mul(31).wrapping_add(i) % 251) as u8).collect();
+            b.put(Cf::Latest, format!("k{k:04}").into_bytes(), value);
+        }
+        assert!(e.ingest(b).expect("ingest").is_none(), "taken as a table file");
+        let (pieces, total) = e.sample_pieces(Cf::Latest, b"k", b"l", 600, 3).expect("sample").expect("sizes known");
+        assert!(total > 3_000_000, "{total} bytes");
+        let keys: Vec<&Vec<u8>> = pieces.iter().flat_map(|p| std::iter::repeat_n(&p.start, p.hits as usize)).collect();
+        assert_eq!(keys.len(), 600);
+        assert!(keys.windows(2).all(|w| w[0] <= w[1]), "in key order");
+        assert!(keys.iter().all(|k| k.len() == 5 && k.starts_with(b"k")), "real keys");
+        let heavy = keys.iter().filter(|k| k.as_slice() >= b"k3000".as_slice()).count() as f64 / 600.0;
+        assert!((0.75..0.92).contains(&heavy), "{heavy} of the samples in five sixths of the bytes");
+        // The keys of the pieces per byte of them, times the bytes: about the key count.
+        let (mut rows, mut bytes) = (0u64, 0u64);
+        for p in &pieces {
+            let mut c = e.cursor(Cf::Latest, &p.start, &p.end).expect("cursor");
+            c.seek(&p.start);
+            while c.valid().expect("valid") {
+                rows += 1;
+                c.next();
+            }
+            bytes += p.bytes;
+        }
+        let estimate = total as f64 * rows as f64 / bytes as f64;
+        assert!((4_800.0..7_200.0).contains(&estimate), "{estimate} keys estimated of 6000");
+        // Nothing in files yet (a memtable only): the engine cannot tell.
+        let mut b = WriteBatch::default();
+        b.put(Cf::Latest, b"m1".to_vec(), b"v".to_vec());
+        e.write(b, false).expect("write");
+        assert_eq!(e.sample_pieces(Cf::Latest, b"m", b"n", 10, 1).expect("sample"), None);
+        // An empty range: no keys.
+        assert_eq!(e.sample_pieces(Cf::Latest, b"x", b"y", 10, 1).expect("sample"), Some((Vec::new(), 0)));
     }
 
     #[test]

@@ -198,6 +198,21 @@ pub trait Engine: Send + Sync + 'static {
     /// Approximate bytes the engine holds: live table files plus memtables, all column
     /// families.
     fn size_bytes(&self) -> Result<u64>;
+    /// Draws `n` offsets at random (`seed`) over the bytes `cf` holds in `[lower, upper)`
+    /// and returns the pieces of the range they fell in, in key order, with the range's
+    /// approximate size (`sample::sample_pieces`); None if the engine cannot tell where its
+    /// bytes are without reading the range.
+    fn sample_pieces(
+        &self,
+        cf: Cf,
+        lower: &[u8],
+        upper: &[u8],
+        n: usize,
+        seed: u64,
+    ) -> Result<Option<(Vec<crate::sample::Piece>, u64)>> {
+        let _ = (cf, lower, upper, n, seed);
+        Ok(None)
+    }
     /// Runs `filter` over the entries of `cf` that compactions from now on rewrite. Returns
     /// false if the engine does not compact that column family (an in-memory engine, or a
     /// column family it runs no filter on): the caller removes its garbage some other way.

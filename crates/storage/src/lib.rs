@@ -4,6 +4,7 @@
 
 pub mod engine;
 pub mod memory;
+pub mod sample;
 
 pub use engine::{Cf, CompactionFilter, Cursor, Engine, WriteBatch};
 pub use memory::MemoryEngine;

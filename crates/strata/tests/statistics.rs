@@ -440,3 +440,66 @@ async fn a_lookup_join_is_costed_by_the_rows_each_lookup_reads() {
         (1750..2000).map(|k| (k * 7) % 500).filter(|i| i % 100 < 10).collect();
     assert_eq!(n, expected.len() as i64);
 }
+
+/// SHOW STATS_HISTOGRAMS' Distinct_count of column `column` of `s.<table>`.
+async fn column_ndv(c: &mut Conn, table: &str, column: &str) -> Option<i64> {
+    let rows: Vec<Row> = c
+        .query(format!(
+            "SHOW STATS_HISTOGRAMS WHERE Table_name = '{table}' AND Column_name = '{column}' AND Is_index = 0"
+        ))
+        .await
+        .expect("stats_histograms");
+    rows.into_iter().next().and_then(|r| r.get::<i64, _>(6))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn analyze_with_samples_reads_part_of_a_large_table() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = common::StrataProcess::start(&dir.path().join("data"));
+    let mut c = server.pool(None).get_conn().await.expect("connect");
+    c.query_drop("CREATE DATABASE s").await.expect("db");
+    c.query_drop("CREATE TABLE s.samp (id INT PRIMARY KEY, grp INT NOT NULL, pad VARCHAR(200))").await.expect("table");
+    // 60,000 rows of ~150 bytes in commits of 2,000 (each large enough to become a table
+    // file, where the store can tell how its bytes lie); pad is hex that does not compress.
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    for start in (0..60_000).step_by(2_000) {
+        let values: Vec<String> = (start..start + 2_000)
+            .map(|i| {
+                let pad: String = (0..8)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        format!("{state:016x}")
+                    })
+                    .collect();
+                format!("({i}, {}, '{pad}')", i % 50)
+            })
+            .collect();
+        c.query_drop(format!("INSERT INTO s.samp VALUES {}", values.join(","))).await.expect("insert");
+    }
+    let status: Vec<Row> = c.query("ANALYZE TABLE s.samp WITH 5000 SAMPLES").await.expect("sampled analyze");
+    assert_eq!(text(status)[0][3].as_deref(), Some("OK"));
+    let (_, rows) = stats_meta(&mut c, "samp").await.expect("analyzed");
+    assert!((45_000..=75_000).contains(&rows), "estimated {rows} rows of 60000");
+    // A unique column is unique in the sample; one of 50 values shows each many times.
+    assert_eq!(column_ndv(&mut c, "samp", "id").await, Some(rows));
+    assert_eq!(column_ndv(&mut c, "samp", "grp").await, Some(50));
+    // A rate of the rows last counted samples too; reading every row counts exactly.
+    c.query_drop("ANALYZE TABLE s.samp WITH 0.1 SAMPLERATE").await.expect("rate");
+    let (_, rows) = stats_meta(&mut c, "samp").await.expect("analyzed");
+    assert!((45_000..=75_000).contains(&rows), "estimated {rows} rows of 60000");
+    c.query_drop("ANALYZE TABLE s.samp").await.expect("full analyze");
+    assert_eq!(stats_meta(&mut c, "samp").await.map(|m| m.1), Some(60_000));
+    assert_eq!(column_ndv(&mut c, "samp", "grp").await, Some(50));
+    // Options out of range are refused, as TiDB refuses them.
+    for bad in ["ANALYZE TABLE s.samp WITH 0 SAMPLES", "ANALYZE TABLE s.samp WITH 1.5 SAMPLERATE"] {
+        let e = c.query_drop(bad).await.expect_err(bad);
+        assert_eq!(server_code(&e), Some(1105), "{bad}: {e}");
+    }
+    // A small table is read whole whatever the option says: exact.
+    c.query_drop("CREATE TABLE s.few (id INT PRIMARY KEY)").await.expect("few");
+    c.query_drop("INSERT INTO s.few VALUES (1), (2), (3)").await.expect("few rows");
+    c.query_drop("ANALYZE TABLE s.few WITH 1000 SAMPLES").await.expect("few analyze");
+    assert_eq!(stats_meta(&mut c, "few").await.map(|m| m.1), Some(3));
+}

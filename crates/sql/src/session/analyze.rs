@@ -42,6 +42,7 @@ impl Session {
         if names.trim().is_empty() {
             return Err(Error::parse("You have an error in your SQL syntax: ANALYZE TABLE needs a table name"));
         }
+        let sampling = sampling(&words[at + 1 + list.len()..])?;
         let tables = self.table_list(&names)?;
         // As MySQL: every table's privileges first (1142), before anything is analyzed.
         for (db, t) in &tables {
@@ -60,7 +61,11 @@ impl Session {
                     rows.push(vec![shown, op.clone(), Value::str("status"), Value::str("Operation failed")]);
                 }
                 Ok(table) => {
-                    self.engine.analyze_table(&table).await?;
+                    let known = self.engine.catalog.stats(table.id).map_or(0, |s| s.row_count);
+                    match sampling.map(|s| s.rows(known)) {
+                        Some(Some(rows)) => self.engine.analyze_table_sampled(&table, rows).await?,
+                        _ => self.engine.analyze_table(&table).await?,
+                    };
                     rows.push(vec![shown, op.clone(), Value::str("status"), Value::str("OK")]);
                 }
             }
@@ -277,4 +282,82 @@ fn healthy(stats: &TableStats, modified: u64) -> i64 {
     }
     let share = modified as f64 / stats.row_count as f64;
     (100.0 * (1.0 - share)).clamp(0.0, 100.0) as i64
+}
+
+/// TiDB's `WITH n SAMPLES` and `WITH r SAMPLERATE` options of ANALYZE TABLE.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Sampling {
+    Rows(usize),
+    Rate(f64),
+}
+
+impl Sampling {
+    /// Rows to sample from a table of about `known` rows (as last analyzed); None: read
+    /// every row (a rate of 1, or a rate of a table never analyzed).
+    fn rows(self, known: u64) -> Option<usize> {
+        match self {
+            Sampling::Rows(n) => Some(n),
+            Sampling::Rate(r) if r >= 1.0 || known == 0 => None,
+            Sampling::Rate(r) => Some(((known as f64 * r).ceil() as usize).max(crate::stats::SAMPLE_RUN_ROWS)),
+        }
+    }
+}
+
+/// The sampling option among ANALYZE TABLE's options (the words after the table list:
+/// `WITH 1000 SAMPLES, 64 BUCKETS`); the other options are accepted and ignored.
+fn sampling(options: &[&str]) -> Result<Option<Sampling>> {
+    let words: Vec<String> = options
+        .iter()
+        .flat_map(|w| w.split(','))
+        .map(|w| w.trim().to_ascii_lowercase())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut found = None;
+    for pair in words.windows(2) {
+        let bad = |what: &str| {
+            Error::user(
+                Code::UnknownError,
+                format!(
+                    "Value of analyze option {what} should be {}",
+                    match what {
+                        "SAMPLES" => format!("a whole number from 1 to {}", crate::stats::MAX_SAMPLE_ROWS),
+                        _ => "greater than 0 and at most 1".to_string(),
+                    }
+                ),
+            )
+        };
+        match pair[1].as_str() {
+            "samples" => match pair[0].parse::<usize>() {
+                Ok(n) if (1..=crate::stats::MAX_SAMPLE_ROWS).contains(&n) => found = Some(Sampling::Rows(n)),
+                _ => return Err(bad("SAMPLES")),
+            },
+            "samplerate" => match pair[0].parse::<f64>() {
+                Ok(r) if r > 0.0 && r <= 1.0 => found = Some(Sampling::Rate(r)),
+                _ => return Err(bad("SAMPLERATE")),
+            },
+            _ => {}
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sampling_options() {
+        assert_eq!(sampling(&[]).ok(), Some(None));
+        assert_eq!(sampling(&["WITH", "64", "BUCKETS"]).ok(), Some(None));
+        assert_eq!(sampling(&["with", "2000", "samples"]).ok(), Some(Some(Sampling::Rows(2000))));
+        assert_eq!(sampling(&["WITH", "1", "TOPN,", "500", "SAMPLES"]).ok(), Some(Some(Sampling::Rows(500))));
+        assert_eq!(sampling(&["WITH", "0.25", "SAMPLERATE"]).ok(), Some(Some(Sampling::Rate(0.25))));
+        for bad in [&["WITH", "0", "SAMPLES"][..], &["WITH", "2", "SAMPLERATE"], &["WITH", "x", "SAMPLES"]] {
+            assert_eq!(sampling(bad).err().map(|e| e.code()), Some(Code::UnknownError), "{bad:?}");
+        }
+        assert_eq!(Sampling::Rate(0.1).rows(100_000), Some(10_000));
+        assert_eq!(Sampling::Rate(1.0).rows(100_000), None);
+        assert_eq!(Sampling::Rate(0.5).rows(0), None);
+        assert_eq!(Sampling::Rows(300).rows(0), Some(300));
+    }
 }
