@@ -1204,7 +1204,7 @@ mod tests {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            if rng % 10 != 0 {
+            if !rng.is_multiple_of(10) {
                 continue;
             }
             let k = if id % 10 == 0 {
