@@ -842,11 +842,20 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let e = RocksEngine::open(dir.path()).expect("open");
         // Keys 0..3000 with 200-byte values, then 3000..6000 with 1000-byte ones: five
-        // sixths of the bytes are in the second half. Written as table files.
+        // sixths of the bytes are in the second half; values that do not compress, written
+        // as a table file.
         let mut b = WriteBatch::default();
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
         for k in 0..6000u32 {
             let len = if k < 3000 { 200 } else { 1000 };
-            let value: Vec<u8> = (0..len).map(|i| (k.wrapping_mul(31).wrapping_add(i) % 251) as u8).collect();
+            let value: Vec<u8> = (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state as u8
+                })
+                .collect();
             b.put(Cf::Latest, format!("k{k:04}").into_bytes(), value);
         }
         assert!(e.ingest(b).expect("ingest").is_none(), "taken as a table file");
