@@ -934,6 +934,29 @@ impl KeyBound {
     }
 }
 
+/// Adds up to `limit` rows of `table` from `[from, end)` at `txn`'s snapshot to
+/// `collector` (decoding into `row`); returns the key just after the last one read, or
+/// None if there was none.
+async fn add_rows(
+    txn: &strata_txn::Transaction,
+    table: &TableInfo,
+    from: &[u8],
+    end: &[u8],
+    limit: usize,
+    collector: &mut Collector,
+    row: &mut Vec<Value>,
+) -> Result<Option<Vec<u8>>> {
+    let batch = txn.scan(from, end, limit).await?;
+    let Some((last, _)) = batch.last() else { return Ok(None) };
+    let mut after = last.clone();
+    after.push(0);
+    for (_, v) in &batch {
+        decode_row_into(table, v, row)?;
+        collector.add(row);
+    }
+    Ok(Some(after))
+}
+
 impl crate::session::Engine {
     /// ANALYZE TABLE: gathers `table`'s statistics from a snapshot of its rows (one pass,
     /// in bounded memory) and stores them.
@@ -947,19 +970,21 @@ impl crate::session::Engine {
         let mut row = Vec::new();
         loop {
             crate::interrupt::checkpoint().await?;
-            let batch = txn.scan(&start, &end, 4096).await?;
-            let Some((last, _)) = batch.last() else { break };
-            start = last.clone();
-            start.push(0);
-            for (_, v) in &batch {
-                decode_row_into(table, v, &mut row)?;
-                collector.add(&row);
+            match add_rows(&txn, table, &start, &end, 4096, &mut collector, &mut row).await? {
+                Some(after) => start = after,
+                None => break,
             }
         }
         let _ = txn.rollback().await;
         let at = crate::session::now().format_datetime(0);
-        self.catalog.put_stats(collector.finish(table.id, at), modified).await?;
-        self.catalog.stats(table.id).ok_or_else(|| Error::internal("statistics vanished after ANALYZE"))
+        self.store_stats(collector.finish(table.id, at), modified).await
+    }
+
+    /// Stores statistics gathered while `modified` rows were counted against the table.
+    async fn store_stats(&self, stats: TableStats, modified: u64) -> Result<Arc<TableStats>> {
+        let id = stats.table_id;
+        self.catalog.put_stats(stats, modified).await?;
+        self.catalog.stats(id).ok_or_else(|| Error::internal("statistics vanished after ANALYZE"))
     }
 
     /// Gathers `table`'s statistics from about `target` rows read in short runs from
@@ -1007,14 +1032,10 @@ impl crate::session::Engine {
             }
             // A run per offset that fell in the piece, one after another; a run that would
             // overlap the one before continues where it stopped.
-            let from = if piece.start > resume { piece.start.clone() } else { resume.clone() };
-            let batch = txn.scan(&from, &end, SAMPLE_RUN_ROWS * piece.hits as usize).await?;
-            let Some((last, _)) = batch.last() else { continue };
-            resume = last.clone();
-            resume.push(0);
-            for (_, v) in &batch {
-                decode_row_into(table, v, &mut row)?;
-                collector.add(&row);
+            let from = if piece.start > resume { &piece.start } else { &resume };
+            let runs = SAMPLE_RUN_ROWS * piece.hits as usize;
+            if let Some(after) = add_rows(&txn, table, from, &end, runs, &mut collector, &mut row).await? {
+                resume = after;
             }
         }
         let _ = txn.rollback().await;
@@ -1023,8 +1044,7 @@ impl crate::session::Engine {
         }
         let rows = (total as f64 * per_byte / f64::from(counted)).round() as u64;
         let at = crate::session::now().format_datetime(0);
-        self.catalog.put_stats(collector.finish_sampled(table.id, at, rows), modified).await?;
-        self.catalog.stats(table.id).ok_or_else(|| Error::internal("statistics vanished after ANALYZE"))
+        self.store_stats(collector.finish_sampled(table.id, at, rows), modified).await
     }
 
     /// `table`'s rows now, counting no further than `limit`.
