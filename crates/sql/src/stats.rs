@@ -46,7 +46,8 @@ const COUNT_PIECE_ROWS: usize = 8192;
 /// The most rows a sampled analysis keeps (`ANALYZE TABLE .. WITH n SAMPLES`).
 pub const MAX_SAMPLE_ROWS: usize = 100_000;
 /// Auto-analyze samples (`Engine::analyze_table_sampled`, `SAMPLE_ROWS` rows) a table that
-/// had at least this many rows when last analyzed, and reads smaller ones whole.
+/// holds at least this many rows as far as it knows (rows last counted plus rows written
+/// since), and reads smaller ones whole.
 pub const AUTO_SAMPLE_MIN_ROWS: u64 = 50_000;
 /// Auto-analyze leaves tables with fewer modified rows than this alone (TiDB's minimum).
 pub const AUTO_ANALYZE_MIN_ROWS: u64 = 1000;
@@ -1090,7 +1091,11 @@ impl crate::session::Engine {
                 continue;
             }
             let started = std::time::Instant::now();
-            if stats.as_ref().is_some_and(|s| s.row_count >= AUTO_SAMPLE_MIN_ROWS) {
+            // Sampled by the rows it holds now as far as we know (counted last time plus
+            // written since), not by the last count alone: a table analyzed small during
+            // its load, or never, would otherwise be read whole once more after it grew.
+            // The sampled analysis reads a small table whole anyway.
+            if rows >= AUTO_SAMPLE_MIN_ROWS {
                 self.analyze_table_sampled(&table, SAMPLE_ROWS).await?;
             } else {
                 self.analyze_table(&table).await?;
