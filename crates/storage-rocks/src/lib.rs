@@ -72,6 +72,26 @@ const LOAD_WRITE_BUFFER_BYTES: usize = 64 << 20;
 /// `LATEST_WRITE_BUFFER_BYTES` (and the large one is flushed).
 const LOAD_QUIET: Duration = Duration::from_secs(5);
 
+/// The latest CF's base level (where level 0 is compacted to) holds this many memtables'
+/// worth (level 0's size when it is compacted, as RocksDB's tuning guide advises) in files
+/// of a memtable each (RocksDB's 64 MiB would make one file of it). Every level-0 file spans
+/// the hot keys of the whole key space, so a level-0 compaction rewrites the entire base
+/// level: with RocksDB's 256 MiB base the base level grew through a TPC-C run, holding
+/// every row updated since the start, and was rewritten whole every ten seconds (2 s of
+/// compaction, invalidating every cached block and row of it); New-Orders per minute fell
+/// by a fifth within seven minutes. Sized by the memtable, it stays small and moves into
+/// the levels below a file at a time (BENCHMARKS.md, session 44).
+const LATEST_BASE_LEVEL_MEMTABLES: usize = 4;
+
+/// The latest CF's mutable options for memtables of `memtable` bytes.
+fn latest_sizes(memtable: usize) -> [(&'static str, String); 3] {
+    [
+        ("write_buffer_size", memtable.to_string()),
+        ("max_bytes_for_level_base", (memtable * LATEST_BASE_LEVEL_MEMTABLES).to_string()),
+        ("target_file_size_base", memtable.to_string()),
+    ]
+}
+
 /// Level-0 files of the latest CF that start a compaction into level 1. Every level-0
 /// file is one more sorted run a range scan merges and steps through (each holds its own
 /// entry of every hot key): at 8, sysbench oltp_read_write ran 2-21% slower than at 4 in
@@ -227,6 +247,28 @@ fn handed_back(cf: Cf, puts: Vec<(Vec<u8>, Vec<u8>)>) -> WriteBatch {
     back
 }
 
+/// `STRATA_ROCKSDB_OPTIONS`: mutable column-family options applied with RocksDB's
+/// `SetOptions` once the database is open, as `cf.name=value` items separated by commas
+/// (`latest.max_bytes_for_level_base=33554432`), for tuning experiments.
+fn apply_env_options(db: &DB) -> Result<()> {
+    match std::env::var("STRATA_ROCKSDB_OPTIONS") {
+        Ok(spec) => apply_options(db, &spec),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Applies `spec` (as for `STRATA_ROCKSDB_OPTIONS`) to `db`.
+fn apply_options(db: &DB, spec: &str) -> Result<()> {
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let bad = || Error::Io(format!("STRATA_ROCKSDB_OPTIONS: expected cf.name=value, got {item}"));
+        let (lhs, value) = item.split_once('=').ok_or_else(bad)?;
+        let (cf, name) = lhs.split_once('.').ok_or_else(bad)?;
+        let h = db.cf_handle(cf).ok_or_else(bad)?;
+        db.set_options_cf(h, &[(name, value)]).map_err(io)?;
+    }
+    Ok(())
+}
+
 fn io(e: rocksdb::Error) -> Error {
     Error::Io(e.into_string())
 }
@@ -280,6 +322,10 @@ impl RocksEngine {
                         table.set_bloom_filter(BLOOM_BITS_PER_KEY, false);
                         table.set_data_block_index_type(DataBlockIndexType::BinaryAndHash);
                         o.set_write_buffer_size(LATEST_WRITE_BUFFER_BYTES);
+                        o.set_max_bytes_for_level_base(
+                            (LATEST_WRITE_BUFFER_BYTES * LATEST_BASE_LEVEL_MEMTABLES) as u64,
+                        );
+                        o.set_target_file_size_base(LATEST_WRITE_BUFFER_BYTES as u64);
                         o.set_level_zero_file_num_compaction_trigger(LATEST_L0_COMPACTION_TRIGGER);
                         point_reads(&mut o);
                     }
@@ -297,6 +343,7 @@ impl RocksEngine {
         if ingest_dir.exists() {
             std::fs::remove_dir_all(&ingest_dir).map_err(|e| Error::Io(format!("{}: {e}", ingest_dir.display())))?;
         }
+        apply_env_options(&db)?;
         Ok(RocksEngine {
             db,
             write_filter,
@@ -347,7 +394,9 @@ impl RocksEngine {
     /// also flushes the large memtable (without waiting), so the next one is small.
     fn size_latest_memtable(&self, bytes: usize) -> Result<()> {
         let h = self.handle(Cf::Latest)?;
-        self.db.set_options_cf(h, &[("write_buffer_size", &bytes.to_string())]).map_err(io)?;
+        let sizes = latest_sizes(bytes);
+        let sizes: Vec<(&str, &str)> = sizes.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.db.set_options_cf(h, &sizes).map_err(io)?;
         if bytes < LOAD_WRITE_BUFFER_BYTES {
             let mut o = FlushOptions::default();
             o.set_wait(false);
@@ -1031,6 +1080,55 @@ mod tests {
         assert!(fill_latest(&e, 2 << 20, 24) <= small + (1 << 20), "memtables are small after the load");
         assert_eq!(e.get(Cf::Latest, b"k1999").expect("get"), Some(b"bulk1999".to_vec()));
         assert_eq!(e.get(Cf::Latest, b"k0001").expect("get"), Some(b"after1".to_vec()));
+    }
+
+    /// `name` of column family `cf` in the newest OPTIONS file RocksDB wrote in `dir` (it
+    /// writes one at open and after every `SetOptions`).
+    fn cf_option(dir: &Path, cf: &str, name: &str) -> Option<String> {
+        let newest = std::fs::read_dir(dir)
+            .expect("read dir")
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .filter(|n| n.starts_with("OPTIONS-"))
+            .max_by_key(|n| n["OPTIONS-".len()..].parse::<u64>().unwrap_or(0))?;
+        let text = std::fs::read_to_string(dir.join(newest)).expect("read options");
+        let section = format!("[CFOptions \"{cf}\"]");
+        let mut lines = text.lines().skip_while(|l| l.trim() != section).skip(1);
+        lines
+            .by_ref()
+            .take_while(|l| !l.trim_start().starts_with('['))
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}=")).map(str::to_string))
+    }
+
+    #[test]
+    fn the_latest_cf_base_level_follows_its_memtable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut e = RocksEngine::open(dir.path()).expect("open");
+        let base = || cf_option(dir.path(), "latest", "max_bytes_for_level_base").expect("option");
+        let small = LATEST_WRITE_BUFFER_BYTES;
+        assert_eq!(base(), (small * LATEST_BASE_LEVEL_MEMTABLES).to_string());
+        assert_eq!(cf_option(dir.path(), "latest", "target_file_size_base"), Some(small.to_string()));
+        // The write CF keeps RocksDB's sizes.
+        assert_eq!(cf_option(dir.path(), "write", "max_bytes_for_level_base"), Some((256u64 << 20).to_string()));
+        // A load's large memtables get a base level as large as four of them, and back.
+        assert!(e.ingest(latest_puts(0..2000, "bulk")).expect("ingest").is_none());
+        assert_eq!(base(), (LOAD_WRITE_BUFFER_BYTES * LATEST_BASE_LEVEL_MEMTABLES).to_string());
+        e.load.opened -= 2 * LOAD_QUIET;
+        e.load.last_bulk_ms.store(0, Ordering::Relaxed);
+        e.write(latest_puts([1], "after"), false).expect("write");
+        assert_eq!(base(), (small * LATEST_BASE_LEVEL_MEMTABLES).to_string());
+    }
+
+    #[test]
+    fn options_given_by_name_are_applied_and_bad_ones_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = RocksEngine::open(dir.path()).expect("open");
+        apply_options(&e.db, " write.max_bytes_for_level_base=33554432, latest.level0_file_num_compaction_trigger=6 ")
+            .expect("apply");
+        assert_eq!(cf_option(dir.path(), "write", "max_bytes_for_level_base"), Some("33554432".into()));
+        assert_eq!(cf_option(dir.path(), "latest", "level0_file_num_compaction_trigger"), Some("6".into()));
+        for bad in ["latest", "max_bytes_for_level_base=1", "nocf.write_buffer_size=1", "latest.no_such_option=1"] {
+            assert!(apply_options(&e.db, bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
