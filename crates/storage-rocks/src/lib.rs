@@ -83,13 +83,33 @@ const LOAD_QUIET: Duration = Duration::from_secs(5);
 /// the levels below a file at a time (BENCHMARKS.md, session 44).
 const LATEST_BASE_LEVEL_MEMTABLES: usize = 4;
 
-/// The latest CF's mutable options for memtables of `memtable` bytes.
-fn latest_sizes(memtable: usize) -> [(&'static str, String); 3] {
-    [
-        ("write_buffer_size", memtable.to_string()),
-        ("max_bytes_for_level_base", (memtable * LATEST_BASE_LEVEL_MEMTABLES).to_string()),
-        ("target_file_size_base", memtable.to_string()),
-    ]
+/// The latest CF's sizes for memtables of `memtable` bytes: the memtable, its base level
+/// and its files, set at open and by `size_latest_memtable`.
+struct LatestSizes {
+    memtable: usize,
+    base_level: usize,
+    file: usize,
+}
+
+impl LatestSizes {
+    fn for_memtable(memtable: usize) -> LatestSizes {
+        LatestSizes { memtable, base_level: memtable * LATEST_BASE_LEVEL_MEMTABLES, file: memtable }
+    }
+
+    fn set(&self, o: &mut Options) {
+        o.set_write_buffer_size(self.memtable);
+        o.set_max_bytes_for_level_base(self.base_level as u64);
+        o.set_target_file_size_base(self.file as u64);
+    }
+
+    /// The same as RocksDB's option names and values, for `SetOptions`.
+    fn named(&self) -> [(&'static str, String); 3] {
+        [
+            ("write_buffer_size", self.memtable.to_string()),
+            ("max_bytes_for_level_base", self.base_level.to_string()),
+            ("target_file_size_base", self.file.to_string()),
+        ]
+    }
 }
 
 /// Level-0 files of the latest CF that start a compaction into level 1. Every level-0
@@ -321,11 +341,7 @@ impl RocksEngine {
                     Cf::Latest => {
                         table.set_bloom_filter(BLOOM_BITS_PER_KEY, false);
                         table.set_data_block_index_type(DataBlockIndexType::BinaryAndHash);
-                        o.set_write_buffer_size(LATEST_WRITE_BUFFER_BYTES);
-                        o.set_max_bytes_for_level_base(
-                            (LATEST_WRITE_BUFFER_BYTES * LATEST_BASE_LEVEL_MEMTABLES) as u64,
-                        );
-                        o.set_target_file_size_base(LATEST_WRITE_BUFFER_BYTES as u64);
+                        LatestSizes::for_memtable(LATEST_WRITE_BUFFER_BYTES).set(&mut o);
                         o.set_level_zero_file_num_compaction_trigger(LATEST_L0_COMPACTION_TRIGGER);
                         point_reads(&mut o);
                     }
@@ -390,11 +406,12 @@ impl RocksEngine {
         Ok(path)
     }
 
-    /// Sizes the latest CF's memtable for a load, or back for ordinary work; a smaller size
-    /// also flushes the large memtable (without waiting), so the next one is small.
+    /// Sizes the latest CF's memtable (and with it its base level and files,
+    /// `LatestSizes`) for a load, or back for ordinary work; a smaller size also flushes the
+    /// large memtable (without waiting), so the next one is small.
     fn size_latest_memtable(&self, bytes: usize) -> Result<()> {
         let h = self.handle(Cf::Latest)?;
-        let sizes = latest_sizes(bytes);
+        let sizes = LatestSizes::for_memtable(bytes).named();
         let sizes: Vec<(&str, &str)> = sizes.iter().map(|(k, v)| (*k, v.as_str())).collect();
         self.db.set_options_cf(h, &sizes).map_err(io)?;
         if bytes < LOAD_WRITE_BUFFER_BYTES {
