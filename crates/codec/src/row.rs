@@ -19,15 +19,29 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+#[inline]
 fn get_varint(input: &mut &[u8]) -> Result<u64> {
+    // Column ids, counts and short lengths are one byte.
+    if let Some((&b, rest)) = input.split_first() {
+        if b < 0x80 {
+            *input = rest;
+            return Ok(b as u64);
+        }
+    }
+    get_long_varint(input)
+}
+
+fn get_long_varint(input: &mut &[u8]) -> Result<u64> {
     let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
+    let mut shift = 0;
+    while shift < 64 {
         let (&b, rest) = input.split_first().ok_or_else(|| corrupt("truncated varint"))?;
         *input = rest;
         v |= ((b & 0x7F) as u64) << shift;
         if b < 0x80 {
             return Ok(v);
         }
+        shift += 7;
     }
     Err(corrupt("varint too long"))
 }

@@ -831,6 +831,14 @@ fn new_acc(f: AggFunc) -> Acc {
 }
 
 fn add_values(a: Option<Value>, v: &Value) -> Result<Option<Value>> {
+    // SUM over an integer column, row after row: the decimal addition `arith` would do,
+    // without converting the value and dispatching on both operands (overflow still goes
+    // through `arith` for its error).
+    if let (Some(Value::Decimal(acc)), Value::Int(i)) = (&a, v) {
+        if let Some(sum) = acc.checked_add(Decimal::from(*i)) {
+            return Ok(Some(Value::Decimal(sum)));
+        }
+    }
     let v = match v {
         Value::Int(_) | Value::UInt(_) => Value::Decimal(v.as_decimal().unwrap_or_default()),
         Value::Decimal(_) | Value::Double(_) => v.clone(),

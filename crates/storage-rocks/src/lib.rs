@@ -31,14 +31,12 @@ use strata_storage::{Cf, CompactionFilter, Cursor, Engine, WriteBatch};
 /// a bounded amount of tombstone walking: the lock CF keeps a deletion for every key ever
 /// committed, and a cursor that moves across them costs time in proportion.
 pub fn deleted_entries_skipped<T>(f: impl FnOnce() -> T) -> (T, u64) {
-    use rocksdb::perf::{set_perf_stats, PerfContext, PerfMetric, PerfStatsLevel};
-    set_perf_stats(PerfStatsLevel::EnableCount);
-    let mut ctx = PerfContext::default();
-    ctx.reset();
-    let out = f();
-    let skipped = ctx.metric(PerfMetric::InternalDeleteSkippedCount);
-    set_perf_stats(PerfStatsLevel::Disable);
-    (out, skipped)
+    use rocksdb::perf::PerfMetric;
+    counting(|p| {
+        let before = p.ctx.metric(PerfMetric::InternalDeleteSkippedCount);
+        let out = f();
+        (out, p.ctx.metric(PerfMetric::InternalDeleteSkippedCount).wrapping_sub(before))
+    })
 }
 
 /// Capacity of the block cache all column families share when the caller names none
@@ -440,17 +438,50 @@ fn gave_up(status: std::result::Result<(), rocksdb::Error>) -> bool {
     matches!(status, Err(e) if e.kind() == rocksdb::ErrorKind::Incomplete)
 }
 
+/// A thread's RocksDB perf context. RocksDB counts into it at its default perf level
+/// (`kEnableCount`) on every step of every iterator and get; nothing reads those counts but
+/// `seek_counting` (and tests), so a thread turns counting off the first time it uses the
+/// engine (`quiet`) and on only around the seeks that want the count. The counters' upkeep
+/// (a TLS lookup per counter) was ~1% of a range scan's CPU.
+struct Perf {
+    ctx: rocksdb::perf::PerfContext,
+    /// Counting is on for a caller that wants it throughout (`deleted_entries_skipped`).
+    counting: std::cell::Cell<bool>,
+}
+
 thread_local! {
-    /// This thread's RocksDB perf context (its counters are on at RocksDB's default perf
-    /// level, `kEnableCount`).
-    static PERF: rocksdb::perf::PerfContext = rocksdb::perf::PerfContext::default();
+    static PERF: Perf = {
+        rocksdb::perf::set_perf_stats(rocksdb::perf::PerfStatsLevel::Disable);
+        Perf { ctx: rocksdb::perf::PerfContext::default(), counting: std::cell::Cell::new(false) }
+    };
+}
+
+/// Turns RocksDB's perf counting off on this thread, the first time it is called here.
+fn quiet() {
+    PERF.with(|_| ());
 }
 
 /// Dead entries this thread's iterators have stepped over so far: deletion markers and the
-/// older or deleted versions of keys (RocksDB's perf counters).
-fn skipped_entries() -> u64 {
+/// older or deleted versions of keys (RocksDB's perf counters, when counting is on).
+fn skipped_entries(p: &Perf) -> u64 {
     use rocksdb::perf::PerfMetric;
-    PERF.with(|p| p.metric(PerfMetric::InternalDeleteSkippedCount) + p.metric(PerfMetric::InternalKeySkippedCount))
+    p.ctx.metric(PerfMetric::InternalDeleteSkippedCount) + p.ctx.metric(PerfMetric::InternalKeySkippedCount)
+}
+
+/// Runs `f` with RocksDB's perf counters on for this thread (as they were after).
+fn counting<T>(f: impl FnOnce(&Perf) -> T) -> T {
+    use rocksdb::perf::{set_perf_stats, PerfStatsLevel};
+    PERF.with(|p| {
+        if p.counting.get() {
+            return f(p);
+        }
+        set_perf_stats(PerfStatsLevel::EnableCount);
+        p.counting.set(true);
+        let out = f(p);
+        p.counting.set(false);
+        set_perf_stats(PerfStatsLevel::Disable);
+        out
+    })
 }
 
 impl Cursor for RocksCursor<'_> {
@@ -461,9 +492,11 @@ impl Cursor for RocksCursor<'_> {
         }
     }
     fn seek_counting(&mut self, key: &[u8]) -> u64 {
-        let before = skipped_entries();
-        self.seek(key);
-        skipped_entries().wrapping_sub(before)
+        counting(|p| {
+            let before = skipped_entries(p);
+            self.seek(key);
+            skipped_entries(p).wrapping_sub(before)
+        })
     }
     fn next(&mut self) {
         self.it.next();
@@ -528,10 +561,12 @@ impl strata_storage::sample::KeySpace for RocksKeySpace<'_> {
 
 impl Engine for RocksEngine {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        quiet();
         self.db.get_cf(self.handle(cf)?, key).map_err(io)
     }
 
     fn multi_get(&self, cf: Cf, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        quiet();
         let sorted = keys.is_sorted();
         let ro = ReadOptions::default();
         self.db
@@ -542,6 +577,7 @@ impl Engine for RocksEngine {
     }
 
     fn cursor(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>> {
+        quiet();
         let mut ro = ReadOptions::default();
         ro.set_total_order_seek(true);
         ro.set_iterate_lower_bound(lower.to_vec());
@@ -551,6 +587,7 @@ impl Engine for RocksEngine {
     }
 
     fn versions_cursor(&self, cf: Cf, key: &[u8]) -> Result<Box<dyn Cursor + '_>> {
+        quiet();
         let mut upper = key.to_vec();
         upper.extend_from_slice(&[0xFF; TS_LEN + 1]);
         let mut ro = ReadOptions::default();
@@ -569,6 +606,7 @@ impl Engine for RocksEngine {
     }
 
     fn cursor_limited(&self, cf: Cf, lower: &[u8], upper: &[u8], max_skips: u64) -> Result<Box<dyn Cursor + '_>> {
+        quiet();
         let mut ro = ReadOptions::default();
         ro.set_total_order_seek(true);
         ro.set_iterate_lower_bound(lower.to_vec());
@@ -579,6 +617,7 @@ impl Engine for RocksEngine {
     }
 
     fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+        quiet();
         if self.load.quiet(|| self.load.now_ms()) {
             self.size_latest_memtable(LATEST_WRITE_BUFFER_BYTES)?;
         }
