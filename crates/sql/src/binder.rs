@@ -44,6 +44,10 @@ pub struct SessionInfo {
     pub row_count: i64,
     /// System variables visible to the session (session values over global defaults).
     pub vars: Arc<std::collections::BTreeMap<String, Value>>,
+    /// `tidb_isolation_read_engines` as parsed (None: a value that does not parse).
+    pub read_engines: Option<crate::column::ReadEngines>,
+    /// `tidb_default_string_match_selectivity`.
+    pub like_share: f64,
     /// User variables (`@name`).
     pub user_vars: Arc<std::collections::HashMap<String, Value>>,
     /// The server state information_schema shows beyond the catalog (connections,

@@ -282,6 +282,7 @@ impl Engine {
             user: user.to_string(),
             db: None,
             vars: self.globals(),
+            settings: parking_lot::Mutex::new(None),
             user_vars: HashMap::new(),
             txn: None,
             schema_version: 0,
@@ -604,6 +605,80 @@ struct PreparedText {
     vars: Arc<str>,
 }
 
+/// What statements read of a session's system variables, worked out once after each change
+/// of them (`Session::settings`) rather than looked up by name, and parsed, by every
+/// statement: those lookups and parses were ~12% of a prepared point select's instructions.
+#[derive(Clone, Copy, Debug)]
+struct Settings {
+    limits: context::Limits,
+    /// `tidb_mem_quota_query` (0: none).
+    mem_quota: usize,
+    /// `tidb_txn_mode`.
+    lock_mode: LockMode,
+    /// `transaction_isolation`.
+    isolation: Isolation,
+    /// `innodb_lock_wait_timeout`.
+    lock_wait_timeout_ms: u64,
+    /// `optimizer_trace`.
+    trace: crate::optimizer_trace::Flags,
+    /// `tidb_prepared_plan_cache_size` when `tidb_enable_prepared_plan_cache` is on.
+    plan_cache: Option<usize>,
+    /// `tidb_isolation_read_engines` (None: a value that does not parse, the row engine only).
+    read_engines: Option<crate::column::ReadEngines>,
+    /// `tidb_default_string_match_selectivity`.
+    like_share: f64,
+}
+
+impl Settings {
+    fn of(vars: &BTreeMap<String, Value>) -> Settings {
+        let int = |name: &str| vars.get(name).and_then(|v| v.as_i64());
+        let size = |name: &str, default: usize| int(name).and_then(|n| usize::try_from(n).ok()).unwrap_or(default);
+        let d = context::Limits::default();
+        let limits = context::Limits {
+            max_allowed_packet: size("max_allowed_packet", d.max_allowed_packet),
+            group_concat_max_len: size("group_concat_max_len", d.group_concat_max_len),
+            // SET keeps it within 0..=30.
+            div_precision_increment: size("div_precision_increment", 4).min(30) as u8,
+        };
+        let mem_quota =
+            int("tidb_mem_quota_query").map_or(context::DEFAULT_MEM_QUOTA, |n| usize::try_from(n).unwrap_or(0));
+        let lock_mode = match vars.get("tidb_txn_mode").map(value_text) {
+            Some(m) if m.eq_ignore_ascii_case("optimistic") => LockMode::Optimistic,
+            _ => LockMode::Pessimistic,
+        };
+        let isolation = match vars.get("transaction_isolation").map(value_text).as_deref() {
+            Some("READ-COMMITTED") => Isolation::ReadCommitted,
+            _ => Isolation::RepeatableRead,
+        };
+        let lock_wait_timeout_ms = int("innodb_lock_wait_timeout").unwrap_or(50).max(0) as u64 * 1000;
+        let trace = match vars.get("optimizer_trace") {
+            Some(Value::Bytes(b)) => crate::optimizer_trace::Flags::parse(std::str::from_utf8(b).unwrap_or_default()),
+            Some(v) => crate::optimizer_trace::Flags::parse(&value_text(v)),
+            None => crate::optimizer_trace::Flags::default(),
+        };
+        let plan_cache = (int("tidb_enable_prepared_plan_cache").unwrap_or(0) != 0)
+            .then(|| usize::try_from(int("tidb_prepared_plan_cache_size").unwrap_or(0)).unwrap_or(0));
+        let read_engines = vars
+            .get("tidb_isolation_read_engines")
+            .and_then(|v| crate::column::ReadEngines::parse(&value_text(v)).ok());
+        let like_share = vars
+            .get("tidb_default_string_match_selectivity")
+            .and_then(|v| v.as_f64())
+            .unwrap_or(crate::stats::DEFAULT_LIKE_SELECTIVITY);
+        Settings {
+            limits,
+            mem_quota,
+            lock_mode,
+            isolation,
+            lock_wait_timeout_ms,
+            trace,
+            plan_cache,
+            read_engines,
+            like_share,
+        }
+    }
+}
+
 /// One client connection's state.
 pub struct Session {
     engine: Arc<Engine>,
@@ -616,6 +691,9 @@ pub struct Session {
     /// System variables as this session sees them (shared with each statement's
     /// `SessionInfo`; copied on the first write while a statement holds them).
     vars: Arc<BTreeMap<String, Value>>,
+    /// What statements read of `vars`, worked out at the first statement after they changed
+    /// (`settings`; every change goes through `vars_mut`, which clears it).
+    settings: parking_lot::Mutex<Option<Settings>>,
     user_vars: HashMap<String, Value>,
     txn: Option<Transaction>,
     /// The schema version when `txn` began (see `Engine::commit_txn`).
@@ -946,7 +1024,7 @@ impl Session {
     /// An interactive client: its wait_timeout starts as interactive_timeout.
     pub fn start_interactive(&mut self) {
         if let Some(v) = self.vars.get("interactive_timeout").cloned() {
-            Arc::make_mut(&mut self.vars).insert("wait_timeout".into(), v);
+            self.vars_mut().insert("wait_timeout".into(), v);
         }
     }
 
@@ -1146,7 +1224,10 @@ impl Session {
                 last_trace: self.last_trace.clone(),
             }),
         });
+        let settings = self.settings();
         SessionInfo {
+            read_engines: settings.read_engines,
+            like_share: settings.like_share,
             db: self.db.clone(),
             now: now(),
             last_insert_id: self.last_insert_id,
@@ -1174,39 +1255,34 @@ impl Session {
         }
     }
 
+    /// The session's variables, to change: clears what was worked out of them (`settings`).
+    fn vars_mut(&mut self) -> &mut BTreeMap<String, Value> {
+        *self.settings.get_mut() = None;
+        Arc::make_mut(&mut self.vars)
+    }
+
+    /// What statements read of the session's variables (`Settings`).
+    fn settings(&self) -> Settings {
+        *self.settings.lock().get_or_insert_with(|| Settings::of(&self.vars))
+    }
+
     /// The statement size limits from this session's variables.
     fn limits(&self) -> context::Limits {
-        let var = |name: &str, default: usize| {
-            self.vars.get(name).and_then(|v| v.as_i64()).and_then(|n| usize::try_from(n).ok()).unwrap_or(default)
-        };
-        let d = context::Limits::default();
-        context::Limits {
-            max_allowed_packet: var("max_allowed_packet", d.max_allowed_packet),
-            group_concat_max_len: var("group_concat_max_len", d.group_concat_max_len),
-            // SET keeps it within 0..=30.
-            div_precision_increment: var("div_precision_increment", 4).min(30) as u8,
-        }
+        self.settings().limits
     }
 
     /// `tidb_mem_quota_query`: the bytes one statement may hold (0 or less: no quota).
     fn mem_quota(&self) -> usize {
-        self.vars
-            .get("tidb_mem_quota_query")
-            .and_then(|v| v.as_i64())
-            .map_or(context::DEFAULT_MEM_QUOTA, |n| usize::try_from(n).unwrap_or(0))
+        self.settings().mem_quota
     }
 
     fn txn_options(&self, mode: Option<LockMode>) -> TxnOptions {
-        let mode = mode.unwrap_or_else(|| match self.vars.get("tidb_txn_mode").map(value_text) {
-            Some(m) if m.eq_ignore_ascii_case("optimistic") => LockMode::Optimistic,
-            _ => LockMode::Pessimistic,
-        });
-        let isolation = match self.vars.get("transaction_isolation").map(value_text).as_deref() {
-            Some("READ-COMMITTED") => Isolation::ReadCommitted,
-            _ => Isolation::RepeatableRead,
-        };
-        let timeout_s = self.vars.get("innodb_lock_wait_timeout").and_then(|v| v.as_i64()).unwrap_or(50).max(0) as u64;
-        TxnOptions { mode, isolation, lock_wait_timeout_ms: timeout_s * 1000 }
+        let s = self.settings();
+        TxnOptions {
+            mode: mode.unwrap_or(s.lock_mode),
+            isolation: s.isolation,
+            lock_wait_timeout_ms: s.lock_wait_timeout_ms,
+        }
     }
 
     async fn begin(&mut self, mode: Option<LockMode>) -> Result<Transaction> {
@@ -1838,6 +1914,7 @@ impl Session {
         self.prepared_texts.clear();
         self.named.clear();
         self.vars = self.engine.globals();
+        *self.settings.get_mut() = None;
         self.user_vars.clear();
         self.warnings.clear();
         self.last_insert_id = 0;
@@ -2656,6 +2733,7 @@ impl Session {
         // What the next statement reads as @@last_plan_from_cache.
         let from_cache = Value::Int(i64::from(self.plan_slot.as_ref().is_some_and(|s| s.hit.load(Ordering::Relaxed))));
         if self.vars.get("last_plan_from_cache") != Some(&from_cache) {
+            // Not through `vars_mut`: no `Settings` depend on it, and it flips often.
             Arc::make_mut(&mut self.vars).insert("last_plan_from_cache".into(), from_cache);
         }
         r
@@ -2663,12 +2741,7 @@ impl Session {
 
     /// The session's `optimizer_trace` flags.
     fn trace_flags(&self) -> crate::optimizer_trace::Flags {
-        use crate::optimizer_trace::Flags;
-        match self.vars.get("optimizer_trace") {
-            Some(Value::Bytes(b)) => Flags::parse(std::str::from_utf8(b).unwrap_or_default()),
-            Some(v) => Flags::parse(&value_text(v)),
-            None => Flags::default(),
-        }
+        self.settings().trace
     }
 
     /// Whether statements are traced (`optimizer_trace`).
@@ -2679,11 +2752,7 @@ impl Session {
     /// The plan cache slot for executing prepared statement text `sql` with `params`, when
     /// the cache is on.
     fn plan_cache_slot(&mut self, sql: &Arc<str>, params: &[Value]) -> Option<crate::binder::PlanCacheSlot> {
-        let var = |name: &str| self.vars.get(name).and_then(|v| v.as_i64()).unwrap_or(0);
-        if var("tidb_enable_prepared_plan_cache") == 0 {
-            return None;
-        }
-        let capacity = usize::try_from(var("tidb_prepared_plan_cache_size")).unwrap_or(0);
+        let capacity = self.settings().plan_cache?;
         let vars = self.binding_vars();
         Some(crate::binder::PlanCacheSlot {
             cache: self.plan_cache.clone(),
@@ -3198,8 +3267,8 @@ impl Session {
                         let name =
                             isolation_name(&level.to_string()).ok_or_else(|| Error::parse("bad isolation level"))?;
                         self.note_isolation(&level.to_string(), name);
-                        Arc::make_mut(&mut self.vars).insert("transaction_isolation".into(), Value::str(name));
-                        Arc::make_mut(&mut self.vars).insert("tx_isolation".into(), Value::str(name));
+                        self.vars_mut().insert("transaction_isolation".into(), Value::str(name));
+                        self.vars_mut().insert("tx_isolation".into(), Value::str(name));
                     }
                 }
                 Ok(QueryResult::ok(0))
@@ -3333,7 +3402,7 @@ impl Session {
                 if effects && on && !self.autocommit() {
                     self.commit().await?;
                 }
-                Arc::make_mut(&mut self.vars).insert(var, Value::Int(on as i64));
+                self.vars_mut().insert(var, Value::Int(on as i64));
             }
             "transaction_isolation" | "tx_isolation" => {
                 let name = isolation_name(&text).ok_or_else(|| {
@@ -3345,8 +3414,8 @@ impl Session {
                 if effects {
                     self.note_isolation(&text, name);
                 }
-                Arc::make_mut(&mut self.vars).insert("transaction_isolation".into(), Value::str(name));
-                Arc::make_mut(&mut self.vars).insert("tx_isolation".into(), Value::str(name));
+                self.vars_mut().insert("transaction_isolation".into(), Value::str(name));
+                self.vars_mut().insert("tx_isolation".into(), Value::str(name));
             }
             "tidb_txn_mode" => {
                 let mode = match text.to_ascii_lowercase().as_str() {
@@ -3359,14 +3428,14 @@ impl Session {
                         ))
                     }
                 };
-                Arc::make_mut(&mut self.vars).insert(var, Value::str(mode));
+                self.vars_mut().insert(var, Value::str(mode));
             }
             "optimizer_trace" => {
                 let current = crate::optimizer_trace::Flags::parse(
                     &self.vars.get("optimizer_trace").map(value_text).unwrap_or_default(),
                 );
                 let flags = crate::optimizer_trace::Flags::set(current, &text)?;
-                Arc::make_mut(&mut self.vars).insert(var, Value::str(flags.render()));
+                self.vars_mut().insert(var, Value::str(flags.render()));
             }
             "tidb_enable_prepared_plan_cache"
             | "tidb_ignore_prepared_cache_close_stmt"
@@ -3375,7 +3444,7 @@ impl Session {
                 if !on && var == "tidb_enable_prepared_plan_cache" {
                     self.plan_cache.lock().clear();
                 }
-                Arc::make_mut(&mut self.vars).insert(var, Value::Int(i64::from(on)));
+                self.vars_mut().insert(var, Value::Int(i64::from(on)));
             }
             "tidb_prepared_plan_cache_size" => {
                 let n = v.as_i64().filter(|n| (1..=100_000).contains(n)).ok_or_else(|| {
@@ -3384,11 +3453,11 @@ impl Session {
                         format!("Variable 'tidb_prepared_plan_cache_size' can't be set to the value of '{text}'"),
                     )
                 })?;
-                Arc::make_mut(&mut self.vars).insert(var, Value::Int(n));
+                self.vars_mut().insert(var, Value::Int(n));
             }
             "slow_query_log" | "tidb_enable_stmt_summary" | "tidb_rc_read_check_ts" => {
                 let on = switch(&var, &text)?;
-                Arc::make_mut(&mut self.vars).insert(var, Value::Int(i64::from(on)));
+                self.vars_mut().insert(var, Value::Int(i64::from(on)));
             }
             "slow_query_log_file" => {
                 if v.is_null() || text.trim().is_empty() {
@@ -3397,7 +3466,7 @@ impl Session {
                         format!("Variable '{var}' can't be set to the value of '{text}'"),
                     ));
                 }
-                Arc::make_mut(&mut self.vars).insert(var, Value::str(text));
+                self.vars_mut().insert(var, Value::str(text));
             }
             "long_query_time" => {
                 let secs = match &v {
@@ -3415,7 +3484,7 @@ impl Session {
                         format!("Truncated incorrect long_query_time value: '{text}'"),
                     );
                 }
-                Arc::make_mut(&mut self.vars).insert(var, Value::Double(clamped));
+                self.vars_mut().insert(var, Value::Double(clamped));
             }
             "tidb_stmt_summary_refresh_interval"
             | "tidb_stmt_summary_history_size"
@@ -3436,7 +3505,7 @@ impl Session {
                 if clamped != n {
                     self.warn(Code::TruncatedWrongValue, format!("Truncated incorrect {var} value: '{text}'"));
                 }
-                Arc::make_mut(&mut self.vars).insert(var, Value::Int(clamped));
+                self.vars_mut().insert(var, Value::Int(clamped));
             }
             "optimizer_trace_max_mem_size" => {
                 let n = v.as_i64().ok_or_else(|| {
@@ -3445,17 +3514,17 @@ impl Session {
                         "Incorrect argument type to variable 'optimizer_trace_max_mem_size'",
                     )
                 })?;
-                Arc::make_mut(&mut self.vars).insert(var, Value::Int(n.max(0)));
+                self.vars_mut().insert(var, Value::Int(n.max(0)));
             }
             "tidb_isolation_read_engines" => {
                 let text = crate::column::ReadEngines::normalize(&text)?;
-                Arc::make_mut(&mut self.vars).insert(var, Value::str(text));
+                self.vars_mut().insert(var, Value::str(text));
             }
             "innodb_lock_wait_timeout" => {
                 let n = v.as_i64().filter(|n| *n >= 1).ok_or_else(|| {
                     Error::user(Code::WrongTypeForVar, "Incorrect argument type to variable 'innodb_lock_wait_timeout'")
                 })?;
-                Arc::make_mut(&mut self.vars).insert(var, Value::Int(n));
+                self.vars_mut().insert(var, Value::Int(n));
             }
             _ => {
                 if !self.vars.contains_key(&var) {
@@ -3464,7 +3533,7 @@ impl Session {
                         format!("Unknown system variable '{var}' (accepted and ignored)"),
                     );
                 }
-                Arc::make_mut(&mut self.vars).insert(var, v);
+                self.vars_mut().insert(var, v);
             }
         }
         Ok(())
@@ -3794,10 +3863,7 @@ fn replica_scans_for(
     query: &crate::plan::Query,
 ) -> Option<(Arc<dyn crate::column::ColumnEngine>, std::collections::HashSet<usize>)> {
     let column = engine.column_engine.get()?;
-    let engines = info
-        .vars
-        .get("tidb_isolation_read_engines")
-        .and_then(|v| crate::column::ReadEngines::parse(&value_text(v)).ok())?;
+    let engines = info.read_engines?;
     if !engines.column {
         return None;
     }
@@ -3808,10 +3874,7 @@ fn replica_scans_for(
 
 /// `tidb_default_string_match_selectivity`: the share of rows the cost model lets a LIKE keep.
 fn like_share(info: &SessionInfo) -> f64 {
-    info.vars
-        .get("tidb_default_string_match_selectivity")
-        .and_then(|v| v.as_f64())
-        .unwrap_or(crate::stats::DEFAULT_LIKE_SELECTIVITY)
+    info.like_share
 }
 
 /// [`column_engine_for`], with the cost model's estimates when it was asked (both engines
@@ -3823,11 +3886,7 @@ fn choose_engine<'e>(
     query: &crate::plan::Query,
 ) -> (Option<&'e Arc<dyn crate::column::ColumnEngine>>, Option<crate::cost::EngineCosts>) {
     let Some(column) = engine.column_engine.get() else { return (None, None) };
-    let Some(engines) = info
-        .vars
-        .get("tidb_isolation_read_engines")
-        .and_then(|v| crate::column::ReadEngines::parse(&value_text(v)).ok())
-    else {
+    let Some(engines) = info.read_engines else {
         return (None, None);
     };
     if !engines.try_column(query, column.as_ref()) {
