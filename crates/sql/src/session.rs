@@ -310,7 +310,6 @@ impl Engine {
             text_refused_version: 0,
             text_digest_of_shape: None,
             prepared_texts: HashMap::default(),
-            plan_vars: None,
             value_rows: None,
             literal_text: None,
             compile_nanos: Arc::default(),
@@ -608,7 +607,7 @@ struct PreparedText {
 /// What statements read of a session's system variables, worked out once after each change
 /// of them (`Session::settings`) rather than looked up by name, and parsed, by every
 /// statement: those lookups and parses were ~12% of a prepared point select's instructions.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Settings {
     limits: context::Limits,
     /// `tidb_mem_quota_query` (0: none).
@@ -627,6 +626,15 @@ struct Settings {
     read_engines: Option<crate::column::ReadEngines>,
     /// `tidb_default_string_match_selectivity`.
     like_share: f64,
+    /// `autocommit`.
+    autocommit: bool,
+    /// `wait_timeout` and `net_write_timeout`, seconds.
+    wait_timeout_s: u64,
+    write_timeout_s: u64,
+    /// The variables binding reads, as the text plan-cache keys carry: result types depend
+    /// on div_precision_increment, a recursive CTE's bound on cte_max_recursion_depth
+    /// (sql_mode is kept for what binding may come to check under it).
+    binding: Arc<str>,
 }
 
 impl Settings {
@@ -665,7 +673,23 @@ impl Settings {
             .get("tidb_default_string_match_selectivity")
             .and_then(|v| v.as_f64())
             .unwrap_or(crate::stats::DEFAULT_LIKE_SELECTIVITY);
+        let seconds = |name: &str, default: i64| int(name).unwrap_or(default).clamp(1, 31_536_000) as u64;
+        let mode = match vars.get("sql_mode") {
+            Some(Value::Bytes(b)) => String::from_utf8_lossy(b).into_owned(),
+            Some(v) => value_text(v),
+            None => String::new(),
+        };
+        let binding = format!(
+            "dpi={};cte={};mode={mode}",
+            int("div_precision_increment").unwrap_or(0),
+            int("cte_max_recursion_depth").unwrap_or(0)
+        )
+        .into();
         Settings {
+            autocommit: vars.get("autocommit").and_then(|v| v.as_bool()).unwrap_or(true),
+            wait_timeout_s: seconds("wait_timeout", 28_800),
+            write_timeout_s: seconds("net_write_timeout", 60),
+            binding,
             limits,
             mem_quota,
             lock_mode,
@@ -693,7 +717,7 @@ pub struct Session {
     vars: Arc<BTreeMap<String, Value>>,
     /// What statements read of `vars`, worked out at the first statement after they changed
     /// (`settings`; every change goes through `vars_mut`, which clears it).
-    settings: parking_lot::Mutex<Option<Settings>>,
+    settings: parking_lot::Mutex<Option<Arc<Settings>>>,
     user_vars: HashMap<String, Value>,
     txn: Option<Transaction>,
     /// The schema version when `txn` began (see `Engine::commit_txn`).
@@ -743,10 +767,6 @@ pub struct Session {
     /// Who the session runs as, in the forms every statement's `SessionInfo` carries:
     /// made once per login and client address instead of per statement.
     who: std::sync::OnceLock<Who>,
-    /// The variables part of the last plan-cache key, and the values it was made of
-    /// (div_precision_increment, cte_max_recursion_depth, sql_mode): made again only when
-    /// one changes.
-    plan_vars: Option<(i64, i64, Vec<u8>, Arc<str>)>,
     /// While a literal-rows INSERT runs: the width of its rows (`crate::bulk_insert`).
     value_rows: Option<usize>,
     /// After a literal-rows INSERT ran: its text with one row of placeholders, which the
@@ -1011,14 +1031,12 @@ impl Session {
 
     /// How long the connection may sit idle between commands (wait_timeout, seconds).
     pub fn wait_timeout(&self) -> std::time::Duration {
-        let secs = self.vars.get("wait_timeout").and_then(|v| v.as_i64()).unwrap_or(28_800).clamp(1, 31_536_000);
-        std::time::Duration::from_secs(secs as u64)
+        std::time::Duration::from_secs(self.settings().wait_timeout_s)
     }
 
     /// How long one write of a result to the client may take (net_write_timeout, seconds).
     pub fn write_timeout(&self) -> std::time::Duration {
-        let secs = self.vars.get("net_write_timeout").and_then(|v| v.as_i64()).unwrap_or(60).clamp(1, 31_536_000);
-        std::time::Duration::from_secs(secs as u64)
+        std::time::Duration::from_secs(self.settings().write_timeout_s)
     }
 
     /// An interactive client: its wait_timeout starts as interactive_timeout.
@@ -1089,7 +1107,7 @@ impl Session {
 
     /// Whether autocommit is on.
     pub fn autocommit(&self) -> bool {
-        self.vars.get("autocommit").and_then(|v| v.as_bool()).unwrap_or(true)
+        self.settings().autocommit
     }
 
     /// Warnings of the last statement.
@@ -1262,8 +1280,8 @@ impl Session {
     }
 
     /// What statements read of the session's variables (`Settings`).
-    fn settings(&self) -> Settings {
-        *self.settings.lock().get_or_insert_with(|| Settings::of(&self.vars))
+    fn settings(&self) -> Arc<Settings> {
+        self.settings.lock().get_or_insert_with(|| Arc::new(Settings::of(&self.vars))).clone()
     }
 
     /// The statement size limits from this session's variables.
@@ -2776,26 +2794,9 @@ impl Session {
         }
     }
 
-    /// The session variables binding reads, as one text (made again only when one changes).
+    /// The session variables binding reads, as one text (`Settings::binding`).
     fn binding_vars(&mut self) -> Arc<str> {
-        let var = |name: &str| self.vars.get(name).and_then(|v| v.as_i64()).unwrap_or(0);
-        // Binding reads these: result types depend on div_precision_increment, a recursive
-        // CTE's bound on cte_max_recursion_depth (sql_mode is kept for what binding may come
-        // to check under it).
-        let (dpi, cte) = (var("div_precision_increment"), var("cte_max_recursion_depth"));
-        let mode = match self.vars.get("sql_mode") {
-            Some(Value::Bytes(b)) => std::borrow::Cow::Borrowed(b.as_slice()),
-            Some(v) => std::borrow::Cow::Owned(value_text(v).into_bytes()),
-            None => std::borrow::Cow::Borrowed(&[][..]),
-        };
-        match &self.plan_vars {
-            Some((d, c, m, text)) if *d == dpi && *c == cte && m.as_slice() == &*mode => text.clone(),
-            _ => {
-                let text: Arc<str> = format!("dpi={dpi};cte={cte};mode={}", String::from_utf8_lossy(&mode)).into();
-                self.plan_vars = Some((dpi, cte, mode.into_owned(), text.clone()));
-                text
-            }
-        }
+        self.settings().binding.clone()
     }
 
     async fn run_statement(
