@@ -269,9 +269,10 @@ impl MemTracker {
     }
 
     /// `consume` of `need` bytes and, when that much more stays within both limits, `ahead`
-    /// more for the caller to use later without coming back (`Charge`). Returns the bytes
-    /// taken, held whether or not the result is an error.
-    fn consume_ahead(&self, need: usize, ahead: usize) -> (usize, Result<()>) {
+    /// more (see `ahead`) for the caller to use later without coming back (`Charge`).
+    /// Returns the bytes taken, held whether or not the result is an error.
+    fn consume_ahead(&self, need: usize) -> (usize, Result<()>) {
+        let ahead = self.ahead();
         let fits = |used: usize, limit: usize| limit == 0 || used.saturating_add(need + ahead) <= limit;
         let take = if fits(self.used(), self.quota) && fits(SERVER_USED.load(Ordering::Relaxed), server_memory_limit())
         {
@@ -343,7 +344,7 @@ impl Charge {
         if self.bytes <= self.taken {
             return Ok(());
         }
-        let (taken, result) = t.consume_ahead(self.bytes - self.taken, t.ahead());
+        let (taken, result) = t.consume_ahead(self.bytes - self.taken);
         self.taken += taken;
         result
     }

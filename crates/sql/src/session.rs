@@ -622,6 +622,14 @@ struct Settings {
     trace: crate::optimizer_trace::Flags,
     /// `tidb_prepared_plan_cache_size` when `tidb_enable_prepared_plan_cache` is on.
     plan_cache: Option<usize>,
+    /// `tidb_enable_non_prepared_plan_cache`, and the plan cache on.
+    text_plan_cache: bool,
+    /// `long_query_time`, seconds.
+    long_query_time: f64,
+    /// `tidb_rc_read_check_ts`.
+    rc_read_check_ts: bool,
+    /// `max_execution_time`, ms (0: none).
+    max_execution_time_ms: i64,
     /// `tidb_isolation_read_engines` (None: a value that does not parse, the row engine only).
     read_engines: Option<crate::column::ReadEngines>,
     /// `tidb_default_string_match_selectivity`.
@@ -685,7 +693,16 @@ impl Settings {
             int("cte_max_recursion_depth").unwrap_or(0)
         )
         .into();
+        let long_query_time = match vars.get("long_query_time") {
+            Some(Value::Double(d)) => *d,
+            Some(v) => v.as_i64().unwrap_or(10) as f64,
+            None => 10.0,
+        };
         Settings {
+            text_plan_cache: plan_cache.is_some() && int("tidb_enable_non_prepared_plan_cache").unwrap_or(0) != 0,
+            long_query_time,
+            rc_read_check_ts: int("tidb_rc_read_check_ts") == Some(1),
+            max_execution_time_ms: int("max_execution_time").unwrap_or(0),
             autocommit: vars.get("autocommit").and_then(|v| v.as_bool()).unwrap_or(true),
             wait_timeout_s: seconds("wait_timeout", 28_800),
             write_timeout_s: seconds("net_write_timeout", 60),
@@ -1588,8 +1605,7 @@ impl Session {
     /// Forgets the shapes when `sql_mode` changed since they were parsed (it changes how
     /// a text tokenizes and parses).
     fn text_cache_on(&mut self) -> bool {
-        let on = |name: &str| self.vars.get(name).and_then(|v| v.as_i64()).unwrap_or(0) != 0;
-        if !on("tidb_enable_non_prepared_plan_cache") || !on("tidb_enable_prepared_plan_cache") || self.tracing() {
+        if !self.settings().text_plan_cache || self.tracing() {
             return false;
         }
         let mode: &[u8] = match self.vars.get("sql_mode") {
@@ -1822,12 +1838,7 @@ impl Session {
         self.timing.done = true;
         let Some(started) = self.timing.started else { return };
         let latency = started.elapsed();
-        let long_query_time = match self.vars.get("long_query_time") {
-            Some(Value::Double(d)) => *d,
-            Some(v) => v.as_i64().unwrap_or(10) as f64,
-            None => 10.0,
-        };
-        let slow = latency.as_secs_f64() > long_query_time;
+        let slow = latency.as_secs_f64() > self.settings().long_query_time;
         if !slow && !self.engine.stmt_summary.enabled() {
             return;
         }
@@ -3161,9 +3172,7 @@ impl Session {
         // the newest timestamp the transaction holds, with checked reads (an autocommit
         // statement has just fetched its start timestamp: nothing to save).
         let plain_select = matches!(work, Work::Statement(ast::Statement::Query(q), _, _) if q.locks.is_empty());
-        txn.set_rc_check_ts(
-            !single && plain_select && self.vars.get("tidb_rc_read_check_ts").and_then(|v| v.as_i64()) == Some(1),
-        );
+        txn.set_rc_check_ts(!single && plain_select && self.settings().rc_read_check_ts);
         if let Err(e) = txn.start_statement().await {
             self.txn = Some(txn);
             return Err(e);
@@ -3171,7 +3180,7 @@ impl Session {
         // max_execution_time (ms) limits SELECTs, as in MySQL: a timer trips the kill switch.
         let limit_ms = match work {
             Work::Statement(ast::Statement::Query(_) | ast::Statement::Explain { analyze: true, .. }, _, _) => {
-                self.vars.get("max_execution_time").and_then(|v| v.as_i64()).unwrap_or(0)
+                self.settings().max_execution_time_ms
             }
             _ => 0,
         };
