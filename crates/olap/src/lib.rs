@@ -500,8 +500,8 @@ impl ColumnEngine for OlapEngine {
                 ..Default::default()
             })
             .collect();
-        let query = Query { plan: scan.clone(), columns, subqueries: Arc::new(Vec::new()) };
-        let mut out = QueryOutput::new(Vec::new(), None, None);
+        let query = Query::new(scan.clone(), columns, Arc::new(Vec::new()));
+        let mut out = QueryOutput::new(Default::default(), None, None);
         if !self.run(&query, source, &mut out).await? {
             return Ok(None);
         }

@@ -631,8 +631,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> strata_sql::result::ClientPort fo
 
 #[async_trait::async_trait]
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> strata_sql::result::ResultSink for ClientSide<'_, S> {
-    async fn columns(&mut self, columns: &[Column]) -> strata_common::Result<()> {
-        write_columns(self.io, columns, self.status);
+    async fn columns(&mut self, columns: &strata_sql::result::ResultColumns) -> strata_common::Result<()> {
+        let wire = columns.wire.get_or_init(|| {
+            let mut count = Vec::new();
+            codec::put_lenenc(&mut count, columns.columns.len() as u64);
+            std::iter::once(count).chain(columns.columns.iter().map(|c| codec::column_def(c, false))).collect()
+        });
+        for p in wire {
+            self.io.write(p);
+        }
+        self.io.write(&codec::eof_packet(self.status, 0));
         self.send_some().await
     }
 

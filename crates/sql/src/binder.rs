@@ -48,6 +48,9 @@ pub struct SessionInfo {
     pub read_engines: Option<crate::column::ReadEngines>,
     /// `tidb_default_string_match_selectivity`.
     pub like_share: f64,
+    /// `sql_select_limit`: the most rows a top-level SELECT without a LIMIT returns (None:
+    /// no cap).
+    pub select_limit: Option<usize>,
     /// User variables (`@name`).
     pub user_vars: Arc<std::collections::HashMap<String, Value>>,
     /// The server state information_schema shows beyond the catalog (connections,
@@ -533,7 +536,7 @@ impl<'a> Binder<'a> {
         }
         let mut plan = self.physical(plan)?;
         crate::prune::prune_scans(&mut plan);
-        Ok(Query { plan, columns, subqueries: self.take_subqueries()? })
+        Ok(Query::new(plan, columns, self.take_subqueries()?))
     }
 
     /// Plans a query, returning the plan and its output scope.

@@ -267,6 +267,27 @@ pub struct Query {
     pub columns: Vec<OutputColumn>,
     /// Subqueries, by id.
     pub subqueries: Arc<Vec<SubqueryPlan>>,
+    /// The result's column definitions, made on first execution and kept with the plan
+    /// (a cached plan's executions share them, and the connection's encoding of them).
+    pub result: std::sync::OnceLock<Arc<crate::result::ResultColumns>>,
+}
+
+impl Query {
+    /// A query of this plan, result columns and subqueries.
+    pub fn new(plan: Plan, columns: Vec<OutputColumn>, subqueries: Arc<Vec<SubqueryPlan>>) -> Query {
+        Query { plan, columns, subqueries, result: Default::default() }
+    }
+
+    /// The result's column definitions (protocol metadata), made once.
+    pub fn result_columns(&self) -> Arc<crate::result::ResultColumns> {
+        self.result
+            .get_or_init(|| {
+                Arc::new(crate::result::ResultColumns::new(
+                    self.columns.iter().map(crate::result::Column::from_output).collect(),
+                ))
+            })
+            .clone()
+    }
 }
 
 impl Plan {

@@ -165,7 +165,7 @@ mod tests {
     use crate::plan::Plan;
 
     fn query() -> CachedPlan {
-        CachedPlan::Query(Arc::new(Query { plan: Plan::Dual, columns: Vec::new(), subqueries: Arc::new(Vec::new()) }))
+        CachedPlan::Query(Arc::new(Query::new(Plan::Dual, Vec::new(), Arc::new(Vec::new()))))
     }
 
     fn key(sql: &str, param: Value) -> PlanKey {

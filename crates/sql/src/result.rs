@@ -23,6 +23,24 @@ pub mod flags {
     pub const NUM: u16 = 32768;
 }
 
+/// A result set's column definitions, with a place for the client protocol's encoding of
+/// them: the same for every execution of a cached plan, so the connection encodes them once
+/// (`strata_server`'s result writer fills `wire`).
+#[derive(Debug, Default)]
+pub struct ResultColumns {
+    /// The definitions.
+    pub columns: Vec<Column>,
+    /// Their encoding, as the packets that carry them (count, then one per column).
+    pub wire: std::sync::OnceLock<Vec<Vec<u8>>>,
+}
+
+impl ResultColumns {
+    /// Definitions not yet encoded.
+    pub fn new(columns: Vec<Column>) -> ResultColumns {
+        ResultColumns { columns, wire: Default::default() }
+    }
+}
+
 /// A result column's metadata.
 #[derive(Clone, Debug)]
 pub struct Column {
@@ -204,7 +222,7 @@ impl QueryResult {
 #[async_trait]
 pub trait ResultSink: Send {
     /// The result's columns: once, before any row.
-    async fn columns(&mut self, columns: &[Column]) -> Result<()>;
+    async fn columns(&mut self, columns: &ResultColumns) -> Result<()>;
     /// The next rows, in order.
     async fn rows(&mut self, columns: &[Column], rows: &[Row]) -> Result<()>;
 }
@@ -222,7 +240,7 @@ pub trait ClientPort: Send {
 /// A top-level query's rows on their way out: collected (charged to the statement's memory
 /// quota) or streamed to a [`ResultSink`]; capped at `sql_select_limit`.
 pub struct QueryOutput<'s> {
-    columns: Vec<Column>,
+    columns: std::sync::Arc<ResultColumns>,
     sink: Option<&'s mut dyn ResultSink>,
     /// Rows still allowed (sql_select_limit); None: no cap.
     left: Option<usize>,
@@ -235,7 +253,11 @@ pub struct QueryOutput<'s> {
 impl<'s> QueryOutput<'s> {
     /// An output of these columns, streaming to `sink` when there is one, keeping at most
     /// `cap` rows.
-    pub fn new(columns: Vec<Column>, sink: Option<&'s mut dyn ResultSink>, cap: Option<usize>) -> QueryOutput<'s> {
+    pub fn new(
+        columns: std::sync::Arc<ResultColumns>,
+        sink: Option<&'s mut dyn ResultSink>,
+        cap: Option<usize>,
+    ) -> QueryOutput<'s> {
         QueryOutput { columns, sink, left: cap, started: false, sent: 0, rows: Vec::new(), charge: Charge::new() }
     }
 
@@ -275,7 +297,7 @@ impl<'s> QueryOutput<'s> {
                     self.started = true;
                     sink.columns(&self.columns).await?;
                 }
-                sink.rows(&self.columns, &rows).await
+                sink.rows(&self.columns.columns, &rows).await
             }
             None => {
                 for r in &rows {
@@ -302,10 +324,9 @@ impl<'s> QueryOutput<'s> {
                 }
                 Ok(QueryResult::Streamed { rows: self.sent })
             }
-            None => Ok(QueryResult::Rows {
-                columns: std::mem::take(&mut self.columns),
-                rows: std::mem::take(&mut self.rows),
-            }),
+            None => {
+                Ok(QueryResult::Rows { columns: self.columns.columns.clone(), rows: std::mem::take(&mut self.rows) })
+            }
         }
     }
 }

@@ -31,7 +31,7 @@ use crate::exec::{execute, ExecCtx};
 use crate::interrupt::{self, Interrupt};
 use crate::plan_cache::CachedPlan;
 use crate::process::{self, Process};
-use crate::result::{ClientPort, Column, QueryOutput, QueryResult, ResultSink};
+use crate::result::{ClientPort, Column, QueryOutput, QueryResult, ResultColumns, ResultSink};
 use crate::variables;
 
 /// State shared by every session of a SQL node.
@@ -283,7 +283,7 @@ impl Engine {
             db: None,
             vars: self.globals(),
             settings: parking_lot::Mutex::new(None),
-            user_vars: HashMap::new(),
+            user_vars: Arc::new(HashMap::new()),
             txn: None,
             schema_version: 0,
             schema: None,
@@ -324,6 +324,11 @@ impl Engine {
     /// 8028 instead, as TiDB's schema validator does. The check and the commit run under the
     /// shared commit gate, so a schema change can wait out commits that passed the check.
     pub async fn commit_txn(&self, txn: Transaction, schema_version: u64) -> Result<()> {
+        if !txn.is_dirty() {
+            // Nothing written or locked: nothing to check, commit or count (the commit of
+            // such a transaction is a no-op).
+            return Ok(());
+        }
         let gate = self.catalog.commit_gate.read().await;
         if self.catalog.version() != schema_version {
             let mut tables: Vec<i64> =
@@ -634,6 +639,8 @@ struct Settings {
     read_engines: Option<crate::column::ReadEngines>,
     /// `tidb_default_string_match_selectivity`.
     like_share: f64,
+    /// `sql_select_limit` (None: no cap).
+    select_limit: Option<usize>,
     /// `autocommit`.
     autocommit: bool,
     /// `wait_timeout` and `net_write_timeout`, seconds.
@@ -698,7 +705,13 @@ impl Settings {
             Some(v) => v.as_i64().unwrap_or(10) as f64,
             None => 10.0,
         };
+        let select_limit = match vars.get("sql_select_limit") {
+            Some(Value::UInt(n)) => usize::try_from(*n).ok(),
+            Some(Value::Int(n)) => Some(usize::try_from(*n).unwrap_or(0)),
+            _ => None,
+        };
         Settings {
+            select_limit,
             text_plan_cache: plan_cache.is_some() && int("tidb_enable_non_prepared_plan_cache").unwrap_or(0) != 0,
             long_query_time,
             rc_read_check_ts: int("tidb_rc_read_check_ts") == Some(1),
@@ -735,7 +748,7 @@ pub struct Session {
     /// What statements read of `vars`, worked out at the first statement after they changed
     /// (`settings`; every change goes through `vars_mut`, which clears it).
     settings: parking_lot::Mutex<Option<Arc<Settings>>>,
-    user_vars: HashMap<String, Value>,
+    user_vars: Arc<HashMap<String, Value>>,
     txn: Option<Transaction>,
     /// The schema version when `txn` began (see `Engine::commit_txn`).
     schema_version: u64,
@@ -1263,6 +1276,7 @@ impl Session {
         SessionInfo {
             read_engines: settings.read_engines,
             like_share: settings.like_share,
+            select_limit: settings.select_limit,
             db: self.db.clone(),
             now: now(),
             last_insert_id: self.last_insert_id,
@@ -1271,7 +1285,7 @@ impl Session {
             client_user: who.client_user.clone(),
             row_count: 0,
             vars: self.vars.clone(),
-            user_vars: Arc::new(self.user_vars.clone()),
+            user_vars: self.user_vars.clone(),
             globals: self.engine.globals(),
             schema: self.schema.clone(),
             live: Some(who.live.clone()),
@@ -1944,7 +1958,7 @@ impl Session {
         self.named.clear();
         self.vars = self.engine.globals();
         *self.settings.get_mut() = None;
-        self.user_vars.clear();
+        Arc::make_mut(&mut self.user_vars).clear();
         self.warnings.clear();
         self.last_insert_id = 0;
     }
@@ -3149,7 +3163,7 @@ impl Session {
         let mut vars = Vec::new();
         let r = self.run_in_txn_once(Work::Load(&spec, source, &mut vars)).await;
         for (name, v) in vars {
-            self.user_vars.insert(name, v);
+            Arc::make_mut(&mut self.user_vars).insert(name, v);
         }
         if let Ok(QueryResult::Ok { last_insert_id, .. }) = &r {
             if *last_insert_id > 0 {
@@ -3339,7 +3353,7 @@ impl Session {
             }
         };
         if let Some(user) = lname.strip_prefix('@').filter(|n| !n.starts_with('@')) {
-            self.user_vars.insert(user.to_string(), v);
+            Arc::make_mut(&mut self.user_vars).insert(user.to_string(), v);
             return Ok(());
         }
         let var = lname.trim_start_matches("@@");
@@ -3610,7 +3624,7 @@ struct Watched<'a> {
 
 #[async_trait::async_trait]
 impl ResultSink for Watched<'_> {
-    async fn columns(&mut self, columns: &[Column]) -> Result<()> {
+    async fn columns(&mut self, columns: &ResultColumns) -> Result<()> {
         self.started = true;
         self.sink.columns(columns).await
     }
@@ -3636,15 +3650,18 @@ pub async fn exec_statement(
             let query = plan_query_cached(engine, info, q, params)?;
             let query = &*query;
             let mut ctx = ExecCtx::new(txn, params, query.subqueries.clone());
-            let columns = query.columns.iter().map(Column::from_output).collect();
+            let columns = query.result_columns();
             // sql_select_limit caps a top-level SELECT without its own LIMIT (MySQL).
             let own_limit = q.limit_clause.is_some() || q.fetch.is_some();
-            let cap = match info.vars.get("sql_select_limit") {
-                Some(Value::UInt(n)) if !own_limit => usize::try_from(*n).ok(),
-                Some(Value::Int(n)) if !own_limit => Some(usize::try_from(*n).unwrap_or(0)),
-                _ => None,
-            };
+            let cap = info.select_limit.filter(|_| !own_limit);
             let mut out = QueryOutput::new(columns, sink, cap);
+            // A point get reads the row store whenever the session allows it (TiDB's
+            // PointGet): the engine choice and replica routing are not worked out for it.
+            let row_allowed = info.read_engines.is_none_or(|e| e.row);
+            if row_allowed && crate::exec::PointGet::of(&query.plan).is_some() {
+                crate::exec::execute_into(&query.plan, &mut ctx, &mut out).await?;
+                return out.finish().await;
+            }
             if let Some(column) = column_engine_for(engine, info, query) {
                 let mut source = crate::column::ScanSource::new(&mut ctx);
                 if column.run(query, &mut source, &mut out).await? {

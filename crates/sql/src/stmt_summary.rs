@@ -311,9 +311,61 @@ fn cut(s: &str, max: usize) -> String {
 struct Window {
     begin_us: i64,
     end_us: i64,
-    rows: HashMap<(Option<String>, Arc<str>), Row>,
+    rows: HashMap<RowKey, Row, foldhash::fast::RandomState>,
     text_bytes: usize,
 }
+
+/// A window's row key: the schema and the digest. Every execution looks its row up, so the
+/// lookup borrows (`dyn KeyView`) instead of building an owned key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RowKey {
+    schema: Option<String>,
+    digest: Arc<str>,
+}
+
+/// The parts of a [`RowKey`], owned or borrowed.
+trait KeyView {
+    fn parts(&self) -> (Option<&str>, &str);
+}
+
+impl KeyView for RowKey {
+    fn parts(&self) -> (Option<&str>, &str) {
+        (self.schema.as_deref(), &self.digest)
+    }
+}
+
+impl KeyView for (Option<&str>, &str) {
+    fn parts(&self) -> (Option<&str>, &str) {
+        *self
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn KeyView + 'a> for RowKey {
+    fn borrow(&self) -> &(dyn KeyView + 'a) {
+        self
+    }
+}
+
+impl std::hash::Hash for dyn KeyView + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.parts().hash(state);
+    }
+}
+
+impl std::hash::Hash for RowKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // The same as the borrowed form's, as `Borrow` requires.
+        (self as &dyn KeyView).hash(state);
+    }
+}
+
+impl PartialEq for dyn KeyView + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn KeyView + '_ {}
 
 /// Settings (the `tidb_stmt_summary_*` globals).
 #[derive(Debug)]
@@ -416,10 +468,10 @@ impl StmtSummary {
             state.history.pop_front();
         }
         let window = &mut state.current;
-        let key = (e.schema.map(str::to_string), e.digest.hex.clone());
         let latency = nanos(e.latency);
         let execute = latency.saturating_sub(nanos(e.parse)).saturating_sub(nanos(e.compile));
-        if let Some(row) = window.rows.get_mut(&key) {
+        let lookup: (Option<&str>, &str) = (e.schema, &e.digest.hex);
+        if let Some(row) = window.rows.get_mut(&lookup as &dyn KeyView) {
             row.exec_count += 1;
             row.sum_errors += u64::from(e.failed);
             row.sum_warnings += e.warnings;
@@ -454,9 +506,10 @@ impl StmtSummary {
                 }
             }
         }
+        let key = RowKey { schema: e.schema.map(str::to_string), digest: e.digest.hex.clone() };
         let row = Row {
             kind: e.digest.kind.clone(),
-            schema: key.0.clone(),
+            schema: key.schema.clone(),
             digest: e.digest.hex.clone(),
             digest_text: cut(&e.digest.text, max_len),
             table_names: cut(&(e.tables)(), max_len),

@@ -465,7 +465,11 @@ impl Transaction {
 
     /// Reads one key at the snapshot.
     pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.batch_get(&[key.to_vec()]).await?.into_iter().next().flatten())
+        if let Some(v) = self.buffered(key) {
+            return Ok(v.clone());
+        }
+        let keys = [key.to_vec()];
+        Ok(self.get_at(&keys, self.read_ts, self.checking).await?.pop().flatten())
     }
 
     /// Reads `[start, end)` at the snapshot with this transaction's writes applied, up to

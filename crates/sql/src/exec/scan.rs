@@ -487,6 +487,86 @@ pub async fn scan_batches(
     Ok(())
 }
 
+/// A query that reads one row by its primary key and computes its result row from it
+/// (`SELECT c FROM t WHERE id = ? [FOR UPDATE]`): run by [`PointGet::run`], outside the
+/// stream machinery (TiDB's PointGet executor): one key made, one read (or lock and read),
+/// no batches, no boxed futures.
+pub struct PointGet<'p> {
+    table: &'p Arc<TableInfo>,
+    access: &'p Access,
+    filter: Option<&'p Expr>,
+    lock: bool,
+    columns: Option<&'p [bool]>,
+    /// The result's expressions; None: the row as read.
+    exprs: Option<&'p [Expr]>,
+}
+
+impl<'p> PointGet<'p> {
+    /// `plan` as a point get: a scan of one primary-key tuple, unlimited, maybe under a
+    /// projection whose expressions use no subquery.
+    pub fn of(plan: &'p Plan) -> Option<PointGet<'p>> {
+        let (scan, exprs) = match plan {
+            Plan::Project { input, exprs } => {
+                if exprs.iter().any(Expr::has_subquery) {
+                    return None;
+                }
+                (&**input, Some(&exprs[..]))
+            }
+            other => (other, None),
+        };
+        match scan {
+            Plan::Scan { table, access: access @ Access::Points(points), filter, lock, limit: None, columns }
+                if points.len() == 1 && !filter.as_ref().is_some_and(Expr::has_subquery) =>
+            {
+                Some(PointGet {
+                    table,
+                    access,
+                    filter: filter.as_ref(),
+                    lock: *lock,
+                    columns: columns.as_deref(),
+                    exprs,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The result: no row or one (the row exists and matches the filter); None when the
+    /// point's values cannot be looked up by key (the general executor then runs the plan,
+    /// reading the whole table).
+    pub async fn run(&self, ctx: &mut ExecCtx<'_>) -> Result<Option<Vec<Row>>> {
+        let Access::Points(points) = self.access else { return Ok(None) };
+        let Some(keys) = point_keys(ctx, self.table, points)? else { return Ok(None) };
+        count_reads(Read::Key, keys.len());
+        let Some(key) = keys.first() else { return Ok(Some(Vec::new())) };
+        checkpoint().await?;
+        let scan = ScanStream::new(self.table, self.access, self.filter, self.lock, None).with_columns(self.columns);
+        // A locking read takes the row's latest version under the lock (`lock_rows`).
+        let bytes = if self.lock {
+            ctx.txn.lock_and_get(std::slice::from_ref(key)).await?.pop().flatten()
+        } else {
+            match scan.cached_copy(ctx) {
+                Some(copy) => copy.get(key),
+                None => ctx.txn.get(key).await?,
+            }
+        };
+        let Some(bytes) = bytes else { return Ok(Some(Vec::new())) };
+        let (row, _) = decode_masked(self.table, &bytes, self.columns)?;
+        if !scan.matches(ctx, &row)? {
+            return Ok(Some(Vec::new()));
+        }
+        let row = match self.exprs {
+            None => row,
+            Some(exprs) => {
+                let empty = SubqueryValues::default();
+                let ec = ctx.eval_ctx(&empty);
+                exprs.iter().map(|e| e.eval(&row, &ec)).collect::<Result<Vec<_>>>()?
+            }
+        };
+        Ok(Some(vec![row]))
+    }
+}
+
 /// The key bytes of a range on the key column after `prefix`.
 struct KeyBounds {
     start: Vec<u8>,
