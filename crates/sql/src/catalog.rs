@@ -474,7 +474,12 @@ impl Catalog {
     /// schema committed before that timestamp and its version: what the transaction binds
     /// its statements against.
     pub async fn pin<T>(&self, start: impl std::future::Future<Output = Result<T>>) -> Result<(T, Arc<Schema>, u64)> {
-        let _shared = self.publish.read().await;
+        // Uncontended (no schema change publishing or waiting to), the shared lock is one
+        // atomic step; `read().await` queues behind a waiting writer as before.
+        let _shared = match self.publish.try_read() {
+            Ok(g) => g,
+            Err(_) => self.publish.read().await,
+        };
         let started = start.await?;
         Ok((started, self.dbs.read().clone(), self.version()))
     }

@@ -329,7 +329,10 @@ impl Engine {
             // such a transaction is a no-op).
             return Ok(());
         }
-        let gate = self.catalog.commit_gate.read().await;
+        let gate = match self.catalog.commit_gate.try_read() {
+            Ok(g) => g,
+            Err(_) => self.catalog.commit_gate.read().await,
+        };
         if self.catalog.version() != schema_version {
             let mut tables: Vec<i64> =
                 txn.written_keys().filter_map(strata_codec::keys::table_of).map(|t| t.0).collect();

@@ -655,11 +655,10 @@ fn point_keys(ctx: &ExecCtx, table: &TableInfo, points: &[Vec<Expr>]) -> Result<
             EqKey::Empty => continue,
             EqKey::Unusable => return Ok(None),
         };
-        let mut h = Vec::new();
+        let mut k = row_prefix(table.table_id());
         for v in &vals {
-            memcmp::encode_value(&mut h, &crate::table::key_value(v));
+            memcmp::encode_value(&mut k, &crate::table::key_value(v));
         }
-        let k = row_key(table, &h);
         // A few points are told apart by looking; many, by hashing.
         let fresh = if points.len() <= 8 { !keys.contains(&k) } else { seen.insert(k.clone()) };
         if fresh {
