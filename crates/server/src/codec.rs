@@ -251,16 +251,59 @@ fn column_text(c: Option<&Column>, v: &Value) -> Option<Vec<u8>> {
     v.to_text()
 }
 
-/// A text-protocol row for `columns`.
-pub fn text_row(columns: &[Column], values: &[Value]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(values.len() * 8);
-    for (i, v) in values.iter().enumerate() {
-        match column_text(columns.get(i), v) {
-            Some(b) => put_lenenc_bytes(&mut out, &b),
+/// The text form of `v` as a value of column `c`, length-encoded into `out` (0xFB for
+/// NULL): strings and integers without an intermediate copy.
+fn put_column_text(out: &mut Vec<u8>, c: Option<&Column>, v: &Value) {
+    match v {
+        Value::Bytes(b) => put_lenenc_bytes(out, b),
+        Value::Int(i) => put_decimal_digits(out, *i < 0, i.unsigned_abs()),
+        Value::UInt(u) => put_decimal_digits(out, false, *u),
+        other => match column_text(c, other) {
+            Some(b) => put_lenenc_bytes(out, &b),
             None => out.push(0xfb),
+        },
+    }
+}
+
+/// An integer's decimal digits, length-encoded (at most 20 digits and a sign: one length
+/// byte).
+fn put_decimal_digits(out: &mut Vec<u8>, negative: bool, mut n: u64) {
+    let mut buf = [0u8; 21];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
         }
     }
+    if negative {
+        at -= 1;
+        buf[at] = b'-';
+    }
+    out.push((buf.len() - at) as u8);
+    out.extend_from_slice(&buf[at..]);
+}
+
+/// About how many bytes a row's encoding takes, to size its buffer once.
+fn row_size_hint(values: &[Value]) -> usize {
+    values.iter().map(|v| if let Value::Bytes(b) = v { b.len() + 9 } else { 12 }).sum::<usize>() + 4
+}
+
+/// A text-protocol row for `columns`.
+pub fn text_row(columns: &[Column], values: &[Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    text_row_into(&mut out, columns, values);
     out
+}
+
+/// [`text_row`], appended to `out`.
+pub fn text_row_into(out: &mut Vec<u8>, columns: &[Column], values: &[Value]) {
+    out.reserve(row_size_hint(values));
+    for (i, v) in values.iter().enumerate() {
+        put_column_text(out, columns.get(i), v);
+    }
 }
 
 fn put_datetime(out: &mut Vec<u8>, d: &DateTime, date_only: bool) {
@@ -284,8 +327,15 @@ fn put_datetime(out: &mut Vec<u8>, d: &DateTime, date_only: bool) {
 
 /// A binary-protocol row for `columns`.
 pub fn binary_row(columns: &[Column], values: &[Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    binary_row_into(&mut out, columns, values);
+    out
+}
+
+/// [`binary_row`], appended to `out`.
+pub fn binary_row_into(out: &mut Vec<u8>, columns: &[Column], values: &[Value]) {
     let n = values.len();
-    let mut out = Vec::with_capacity(1 + (n + 9) / 8 + n * 8);
+    out.reserve(1 + (n + 9) / 8 + row_size_hint(values));
     out.push(0x00);
     let bitmap_start = out.len();
     out.extend(std::iter::repeat_n(0, (n + 7 + 2) / 8));
@@ -306,9 +356,9 @@ pub fn binary_row(columns: &[Column], values: &[Value]) -> Vec<u8> {
             4 => out.extend_from_slice(&(v.as_f64().unwrap_or(0.0) as f32).to_le_bytes()),
             5 => out.extend_from_slice(&v.as_f64().unwrap_or(0.0).to_le_bytes()),
             7 | 10 | 12 => match v {
-                Value::Date(d) | Value::DateTime(d) => put_datetime(&mut out, d, c.ty == 10),
+                Value::Date(d) | Value::DateTime(d) => put_datetime(out, d, c.ty == 10),
                 other => match DateTime::parse(&other.to_display()) {
-                    Some(d) => put_datetime(&mut out, &d, c.ty == 10),
+                    Some(d) => put_datetime(out, &d, c.ty == 10),
                     None => out.push(0),
                 },
             },
@@ -333,10 +383,12 @@ pub fn binary_row(columns: &[Column], values: &[Value]) -> Vec<u8> {
                 }
             }
             6 => {}
-            _ => put_lenenc_bytes(&mut out, &column_text(Some(c), v).unwrap_or_default()),
+            _ => match v {
+                Value::Bytes(b) => put_lenenc_bytes(out, b),
+                other => put_lenenc_bytes(out, &column_text(Some(c), other).unwrap_or_default()),
+            },
         }
     }
-    out
 }
 
 /// The client's handshake response.
@@ -587,6 +639,37 @@ mod tests {
             put_lenenc(&mut b, n);
             assert_eq!(Reader::new(&b).lenenc().expect("decodes"), n);
         }
+    }
+
+    /// Text rows write strings and integers straight into the packet; every value reads
+    /// back as its text form.
+    #[test]
+    fn text_rows_hold_each_value_as_text() {
+        let values = vec![
+            Value::Int(0),
+            Value::Int(-7),
+            Value::Int(i64::MIN),
+            Value::UInt(u64::MAX),
+            Value::str("héllo"),
+            Value::Bytes(vec![b'x'; 300]),
+            Value::Null,
+            Value::Decimal("1.50".parse().expect("decimal")),
+        ];
+        let columns: Vec<Column> = values.iter().map(|_| Column::text("c")).collect();
+        let row = text_row(&columns, &values);
+        let mut r = Reader::new(&row);
+        for v in &values {
+            match v.to_text() {
+                Some(text) => assert_eq!(r.lenenc_bytes().expect("value"), &text[..], "{v:?}"),
+                None => assert_eq!(r.u8().expect("null"), 0xfb),
+            }
+        }
+        assert_eq!(r.remaining(), 0);
+        // Appending to a buffer that holds something already leaves that in place.
+        let mut out = b"head".to_vec();
+        text_row_into(&mut out, &columns, &values);
+        assert_eq!(&out[..4], b"head");
+        assert_eq!(&out[4..], &row[..]);
     }
 
     #[test]

@@ -572,8 +572,11 @@ fn write_row<S: AsyncRead + AsyncWrite + Unpin>(
     row: &[strata_common::Value],
     binary: bool,
 ) {
-    let payload = if binary { codec::binary_row(columns, row) } else { codec::text_row(columns, row) };
-    io.write(&payload);
+    if binary {
+        io.write_with(|out| codec::binary_row_into(out, columns, row));
+    } else {
+        io.write_with(|out| codec::text_row_into(out, columns, row));
+    }
 }
 
 /// Queued result rows are sent once they pass this many bytes.

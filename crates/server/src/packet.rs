@@ -155,6 +155,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
         }
     }
 
+    /// Queues the packet `encode` appends to the output buffer: the payload is encoded in
+    /// place, not built apart and copied.
+    pub fn write_with(&mut self, encode: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.out.len();
+        self.out.extend_from_slice(&[0; 4]);
+        encode(&mut self.out);
+        let n = self.out.len() - start - 4;
+        if n >= MAX_CHUNK {
+            // Split into chunks as `write` does.
+            let payload = self.out.split_off(start + 4);
+            self.out.truncate(start);
+            self.write(&payload);
+            return;
+        }
+        self.out[start..start + 3].copy_from_slice(&(n as u32).to_le_bytes()[..3]);
+        self.out[start + 3] = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+    }
+
     /// Where the queued output stands, to [`rewind`](Self::rewind) to.
     pub fn mark(&self) -> Mark {
         Mark { len: self.out.len(), seq: self.seq, flushes: self.flushes }
@@ -267,6 +286,29 @@ mod tests {
             client.write_all(&header).await.expect("write");
             assert!(matches!(io.read().await, Err(ReadError::TooLarge)));
         });
+    }
+
+    /// A packet encoded in place is framed like one written from a buffer: its length, the
+    /// next sequence number; one past the largest chunk is split as `write` splits it.
+    #[test]
+    fn packets_encoded_in_place_are_framed_like_written_ones() {
+        let (_client, mut io) = connected(1 << 20, false);
+        io.write(b"first");
+        io.write_with(|out| out.extend_from_slice(b"second"));
+        io.write_with(|_| {});
+        let mut want = packet(0, b"first");
+        want.extend(packet(1, b"second"));
+        want.extend(packet(2, b""));
+        assert_eq!(io.out, want);
+
+        let (_client, mut a) = connected(1 << 20, false);
+        let (_client2, mut b) = connected(1 << 20, false);
+        let big = vec![7u8; MAX_CHUNK + 10];
+        a.write(&big);
+        b.write_with(|out| out.extend_from_slice(&big));
+        assert_eq!(a.out, b.out);
+        assert_eq!(a.seq, 2);
+        assert_eq!(b.seq, 2);
     }
 
     /// Before `buffer_reads`, a read takes no byte past its packet: what follows (a TLS

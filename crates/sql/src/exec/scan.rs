@@ -555,12 +555,19 @@ impl<'p> PointGet<'p> {
         if !scan.matches(ctx, &row)? {
             return Ok(Some(Vec::new()));
         }
+        let mut row = row;
         let row = match self.exprs {
             None => row,
             Some(exprs) => {
-                let empty = SubqueryValues::default();
-                let ec = ctx.eval_ctx(&empty);
-                exprs.iter().map(|e| e.eval(&row, &ec)).collect::<Result<Vec<_>>>()?
+                let picked = super::stream::column_picks(exprs).and_then(|p| super::stream::pick_columns(&mut row, &p));
+                match picked {
+                    Some(picked) => picked,
+                    None => {
+                        let empty = SubqueryValues::default();
+                        let ec = ctx.eval_ctx(&empty);
+                        exprs.iter().map(|e| e.eval(&row, &ec)).collect::<Result<Vec<_>>>()?
+                    }
+                }
             }
         };
         Ok(Some(vec![row]))

@@ -61,6 +61,9 @@ pub enum Stream<'p> {
         exprs: &'p [Expr],
         /// Their subqueries.
         ids: Vec<usize>,
+        /// When every expression is a different input column: their indexes (the values
+        /// are moved out of the input rows, not evaluated and copied).
+        picks: Option<Vec<usize>>,
     },
     /// Nested-loop or lookup join, the outer side pulled batch by batch.
     Join(Box<JoinStream<'p>>),
@@ -100,6 +103,27 @@ pub enum Stream<'p> {
         /// Pulled at least once (counted as one run of the operator).
         pulled: bool,
     },
+}
+
+/// The input columns `exprs` are, when each is a different plain column.
+pub(super) fn column_picks(exprs: &[Expr]) -> Option<Vec<usize>> {
+    let mut picks = Vec::with_capacity(exprs.len());
+    for e in exprs {
+        match e {
+            Expr::Column(i) if !picks.contains(i) => picks.push(*i),
+            _ => return None,
+        }
+    }
+    Some(picks)
+}
+
+/// The values at `picks`, moved out of `row` (None when one is past its end: evaluating
+/// reports that).
+pub(super) fn pick_columns(row: &mut Row, picks: &[usize]) -> Option<Row> {
+    if picks.iter().any(|&i| i >= row.len()) {
+        return None;
+    }
+    Some(picks.iter().map(|&i| std::mem::replace(&mut row[i], strata_common::Value::Null)).collect())
 }
 
 /// A nested-loop join in progress.
@@ -173,6 +197,7 @@ impl<'p> Stream<'p> {
                 input: Box::new(open(input)),
                 exprs,
                 ids: exprs.iter().flat_map(|e| e.subquery_ids()).collect(),
+                picks: column_picks(exprs),
             },
             Plan::Join { left, right, kind, on, right_width, correlated } => Stream::Join(Box::new(JoinStream {
                 left: open(left),
@@ -275,11 +300,15 @@ impl<'p> Stream<'p> {
                         return Ok(Some(batch));
                     }
                 },
-                Stream::Project { input, exprs, ids } => {
+                Stream::Project { input, exprs, ids, picks } => {
                     let Some(batch) = input.next(ctx).await? else { return Ok(None) };
                     let mut out = Rows::new();
-                    for r in batch {
+                    for mut r in batch {
                         checkpoint().await?;
+                        if let Some(row) = picks.as_deref().and_then(|p| pick_columns(&mut r, p)) {
+                            out.push(row)?;
+                            continue;
+                        }
                         let sub = if ids.is_empty() {
                             SubqueryValues::default()
                         } else {
