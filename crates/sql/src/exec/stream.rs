@@ -303,12 +303,24 @@ impl<'p> Stream<'p> {
                 Stream::Project { input, exprs, ids, picks } => {
                     let Some(batch) = input.next(ctx).await? else { return Ok(None) };
                     let mut out = Rows::new();
-                    for mut r in batch {
+                    // Moving columns out costs little per row: one interrupt check per batch.
+                    if let Some(p) = picks.as_deref() {
                         checkpoint().await?;
-                        if let Some(row) = picks.as_deref().and_then(|p| pick_columns(&mut r, p)) {
-                            out.push(row)?;
-                            continue;
+                        for mut r in batch {
+                            match pick_columns(&mut r, p) {
+                                Some(row) => out.push(row)?,
+                                // A row too short for the picks: evaluating reports it.
+                                None => {
+                                    let empty = SubqueryValues::default();
+                                    let ec = ctx.eval_ctx(&empty);
+                                    out.push(exprs.iter().map(|e| e.eval(&r, &ec)).collect::<Result<Vec<_>>>()?)?;
+                                }
+                            }
                         }
+                        return Ok(Some(out));
+                    }
+                    for r in batch {
+                        checkpoint().await?;
                         let sub = if ids.is_empty() {
                             SubqueryValues::default()
                         } else {
@@ -480,5 +492,23 @@ impl HashJoinStream<'_> {
             self.current = None;
         }
         Ok((!out.rows.is_empty()).then_some(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_common::Value;
+
+    use super::*;
+
+    #[test]
+    fn distinct_plain_columns_are_moved_out_of_the_row() {
+        assert_eq!(column_picks(&[Expr::Column(2), Expr::Column(0)]), Some(vec![2, 0]));
+        // A column wanted twice, or anything computed, is evaluated.
+        assert_eq!(column_picks(&[Expr::Column(1), Expr::Column(1)]), None);
+        assert_eq!(column_picks(&[Expr::Column(0), Expr::Literal(Value::Int(1))]), None);
+        let mut row = vec![Value::Int(1), Value::str("b"), Value::str("c")];
+        assert_eq!(pick_columns(&mut row, &[2, 0]), Some(vec![Value::str("c"), Value::Int(1)]));
+        assert_eq!(pick_columns(&mut vec![Value::Int(1)], &[0, 3]), None);
     }
 }
