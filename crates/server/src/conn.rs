@@ -339,7 +339,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             }
             QueryResult::Rows { columns, rows } => {
                 let status = self.status();
-                write_columns(&mut self.io, &columns, status);
+                write_columns(&mut self.io, &column_packets(&columns), status);
                 for row in &rows {
                     write_row(&mut self.io, &columns, row, binary);
                 }
@@ -554,13 +554,18 @@ enum Transfer {
     Broken,
 }
 
-/// Queues a result set's head: the column count, the definitions and the EOF after them.
-fn write_columns<S: AsyncRead + AsyncWrite + Unpin>(io: &mut PacketIo<S>, columns: &[Column], status: u16) {
+/// A result set's head but its closing EOF, as packets: the column count, then the
+/// definitions.
+fn column_packets(columns: &[Column]) -> Vec<Vec<u8>> {
     let mut count = Vec::new();
     codec::put_lenenc(&mut count, columns.len() as u64);
-    io.write(&count);
-    for c in columns {
-        io.write(&codec::column_def(c, false));
+    std::iter::once(count).chain(columns.iter().map(|c| codec::column_def(c, false))).collect()
+}
+
+/// Queues a result set's head: the column count, the definitions and the EOF after them.
+fn write_columns<S: AsyncRead + AsyncWrite + Unpin>(io: &mut PacketIo<S>, packets: &[Vec<u8>], status: u16) {
+    for p in packets {
+        io.write(p);
     }
     io.write(&codec::eof_packet(status, 0));
 }
@@ -635,15 +640,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> strata_sql::result::ClientPort fo
 #[async_trait::async_trait]
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> strata_sql::result::ResultSink for ClientSide<'_, S> {
     async fn columns(&mut self, columns: &strata_sql::result::ResultColumns) -> strata_common::Result<()> {
-        let wire = columns.wire.get_or_init(|| {
-            let mut count = Vec::new();
-            codec::put_lenenc(&mut count, columns.columns.len() as u64);
-            std::iter::once(count).chain(columns.columns.iter().map(|c| codec::column_def(c, false))).collect()
-        });
-        for p in wire {
-            self.io.write(p);
-        }
-        self.io.write(&codec::eof_packet(self.status, 0));
+        let wire = columns.wire.get_or_init(|| column_packets(&columns.columns));
+        write_columns(self.io, wire, self.status);
         self.send_some().await
     }
 

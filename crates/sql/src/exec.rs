@@ -473,13 +473,6 @@ where
 /// Runs a plan, handing its rows to `out` batch by batch until it ends or `out` is full
 /// (sql_select_limit).
 pub async fn execute_into(plan: &Plan, ctx: &mut ExecCtx<'_>, out: &mut crate::result::QueryOutput<'_>) -> Result<()> {
-    if ctx.profile.is_none() && ctx.outer.is_empty() && ctx.replica_scans.is_none() {
-        if let Some(get) = scan::PointGet::of(plan) {
-            if let Some(rows) = get.run(ctx).await? {
-                return out.push(rows).await;
-            }
-        }
-    }
     let mut s = Stream::build(plan, ctx.profile.is_some());
     while !out.full() {
         let Some(batch) = s.next(ctx).await? else { break };

@@ -3660,10 +3660,14 @@ pub async fn exec_statement(
             let mut out = QueryOutput::new(columns, sink, cap);
             // A point get reads the row store whenever the session allows it (TiDB's
             // PointGet): the engine choice and replica routing are not worked out for it.
-            let row_allowed = info.read_engines.is_none_or(|e| e.row);
-            if row_allowed && crate::exec::PointGet::of(&query.plan).is_some() {
-                crate::exec::execute_into(&query.plan, &mut ctx, &mut out).await?;
-                return out.finish().await;
+            // Keys its values cannot make (None) leave the plan to the general executor.
+            if info.read_engines.is_none_or(|e| e.row) {
+                if let Some(get) = crate::exec::PointGet::of(&query.plan) {
+                    if let Some(rows) = get.run(&mut ctx).await? {
+                        out.push(rows).await?;
+                        return out.finish().await;
+                    }
+                }
             }
             if let Some(column) = column_engine_for(engine, info, query) {
                 let mut source = crate::column::ScanSource::new(&mut ctx);
