@@ -9,7 +9,8 @@
 //! skips the files whose filter rules the key out, instead of binary-searching the index
 //! of a file in every level; range cursors seek in total order and ignore the filters.
 //! The data and latest CFs are read by whole key, so their filters are of whole keys. One LRU block cache
-//! serves all column families.
+//! serves all column families; the latest CF's point reads go through a cache of its
+//! records first (`record_cache`).
 
 use std::ffi::CStr;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+mod record_cache;
+
+use record_cache::{Lookup, RecordCache};
 use rocksdb::{
     properties, BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamilyDescriptor, CompactOptions,
     DBCompressionType, DBRawIterator, DataBlockIndexType, FlushOptions, IngestExternalFileOptions, Options,
@@ -46,8 +50,8 @@ pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 512 << 20;
 
 /// The smallest block cache `open_with` makes.
 const MIN_BLOCK_CACHE_BYTES: usize = 8 << 20;
-/// The row cache's share of the block cache budget (one part in this many).
-const ROW_CACHE_SHARE: usize = 4;
+/// The latest CF's record cache's share of the block cache budget (one part in this many).
+const RECORD_CACHE_SHARE: usize = 4;
 
 /// Bloom filter bits per key (about 1% false positives).
 const BLOOM_BITS_PER_KEY: f64 = 10.0;
@@ -180,6 +184,8 @@ pub struct RocksEngine {
     ingest_dir: PathBuf,
     ingest_seq: AtomicU64,
     load: LoadMode,
+    /// The latest CF's records (see `record_cache`).
+    records: RecordCache,
 }
 
 /// Whether bulk commits are arriving, which sizes the latest CF's memtable
@@ -310,12 +316,12 @@ impl RocksEngine {
         // has been flushed; the lock, data and raw CFs fill theirs slowly, so without a cap
         // they kept ~1 GB of WAL after a 4-warehouse TPC-C load (and a restart replays it).
         opts.set_max_total_wal_size(MAX_TOTAL_WAL_BYTES);
-        // A quarter of the budget caches rows (a point read that reaches a table file skips
-        // its index search and block decoding: ~3 us per key of a Stock-Level MultiGet), the
-        // rest blocks. With a row cache RocksDB refuses range tombstones (`clear_range`).
+        // A quarter of the budget caches the latest CF's records (`record_cache`), the rest
+        // blocks. (RocksDB's row cache, which the records replace, lost its entries with
+        // every compaction of their files.)
         let budget = block_cache_bytes.max(MIN_BLOCK_CACHE_BYTES);
-        opts.set_row_cache(&Cache::new_lru_cache(budget / ROW_CACHE_SHARE));
-        let cache = Cache::new_lru_cache(budget - budget / ROW_CACHE_SHARE);
+        let records = RecordCache::new(budget / RECORD_CACHE_SHARE);
+        let cache = Cache::new_lru_cache(budget - budget / RECORD_CACHE_SHARE);
         let write_filter = FilterSlot::default();
         let mut cf_options = Vec::with_capacity(Cf::ALL.len());
         let cfs: Vec<ColumnFamilyDescriptor> = Cf::ALL
@@ -365,6 +371,7 @@ impl RocksEngine {
             ingest_dir,
             ingest_seq: AtomicU64::new(0),
             load: LoadMode::new(),
+            records,
         })
     }
 
@@ -418,6 +425,23 @@ impl RocksEngine {
             self.db.flush_cf_opt(h, &o).map_err(io)?;
         }
         Ok(())
+    }
+
+    /// RocksDB's MultiGet of `keys`, in their order.
+    fn multi_get_uncached(&self, cf: Cf, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        let sorted = keys.is_sorted();
+        let ro = ReadOptions::default();
+        self.db
+            .batched_multi_get_cf_opt(self.handle(cf)?, keys.iter().copied(), sorted, &ro)
+            .into_iter()
+            .map(|r| r.map(|v| v.map(|v| v.to_vec())).map_err(io))
+            .collect()
+    }
+
+    /// The latest CF's record cache: lookups that hit, lookups that missed, bytes held.
+    pub fn record_cache_stats(&self) -> (u64, u64, usize) {
+        let (hits, misses) = self.records.counts();
+        (hits, misses, self.records.bytes())
     }
 
     fn handle(&self, cf: Cf) -> Result<&rocksdb::ColumnFamily> {
@@ -559,21 +583,71 @@ impl strata_storage::sample::KeySpace for RocksKeySpace<'_> {
     }
 }
 
+/// The column family whose point reads go through `RocksEngine::records`.
+const RECORD_CACHED_CF: Cf = Cf::Latest;
+
+/// The keys `batch` writes in `RECORD_CACHED_CF`, each with its record (None: deleted).
+fn cached_ops(batch: &WriteBatch) -> (Vec<&[u8]>, Vec<Option<&[u8]>>) {
+    let mut keys = Vec::new();
+    let mut records = Vec::new();
+    for op in &batch.ops {
+        match op {
+            BatchOp::Put(cf, k, v) if *cf == RECORD_CACHED_CF => {
+                keys.push(k.as_slice());
+                records.push(Some(v.as_slice()));
+            }
+            BatchOp::Delete(cf, k) if *cf == RECORD_CACHED_CF => {
+                keys.push(k.as_slice());
+                records.push(None);
+            }
+            _ => {}
+        }
+    }
+    (keys, records)
+}
+
 impl Engine for RocksEngine {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
         quiet();
-        self.db.get_cf(self.handle(cf)?, key).map_err(io)
+        if cf != RECORD_CACHED_CF {
+            return self.db.get_cf(self.handle(cf)?, key).map_err(io);
+        }
+        match self.records.lookup(key) {
+            Lookup::Hit(record) => Ok(record),
+            Lookup::Miss(ticket) => {
+                let record = self.db.get_cf(self.handle(cf)?, key).map_err(io)?;
+                self.records.fill(key, ticket, record.as_deref());
+                Ok(record)
+            }
+        }
     }
 
     fn multi_get(&self, cf: Cf, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
         quiet();
-        let sorted = keys.is_sorted();
-        let ro = ReadOptions::default();
-        self.db
-            .batched_multi_get_cf_opt(self.handle(cf)?, keys.iter().copied(), sorted, &ro)
-            .into_iter()
-            .map(|r| r.map(|v| v.map(|v| v.to_vec())).map_err(io))
-            .collect()
+        if cf != RECORD_CACHED_CF {
+            return self.multi_get_uncached(cf, keys);
+        }
+        let mut out = Vec::with_capacity(keys.len());
+        let mut missed = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            match self.records.lookup(key) {
+                Lookup::Hit(record) => out.push(record),
+                Lookup::Miss(ticket) => {
+                    out.push(None);
+                    missed.push((i, ticket));
+                }
+            }
+        }
+        if missed.is_empty() {
+            return Ok(out);
+        }
+        // The keys missed, in the order asked (sorted if the request was).
+        let ask: Vec<&[u8]> = missed.iter().map(|(i, _)| keys[*i]).collect();
+        for ((i, ticket), record) in missed.into_iter().zip(self.multi_get_uncached(cf, &ask)?) {
+            self.records.fill(keys[i], ticket, record.as_deref());
+            out[i] = record;
+        }
+        Ok(out)
     }
 
     fn cursor(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>> {
@@ -622,15 +696,23 @@ impl Engine for RocksEngine {
             self.size_latest_memtable(LATEST_WRITE_BUFFER_BYTES)?;
         }
         let mut wb = rocksdb::WriteBatch::default();
-        for op in batch.ops {
+        for op in &batch.ops {
             match op {
-                BatchOp::Put(cf, k, v) => wb.put_cf(self.handle(cf)?, k, v),
-                BatchOp::Delete(cf, k) => wb.delete_cf(self.handle(cf)?, k),
+                BatchOp::Put(cf, k, v) => wb.put_cf(self.handle(*cf)?, k, v),
+                BatchOp::Delete(cf, k) => wb.delete_cf(self.handle(*cf)?, k),
             }
         }
         let mut wo = WriteOptions::default();
         wo.set_sync(sync);
-        self.db.write_opt(wb, &wo).map_err(io)
+        let (keys, records) = cached_ops(&batch);
+        if keys.is_empty() {
+            return self.db.write_opt(wb, &wo).map_err(io);
+        }
+        self.records.writing(&keys);
+        let done = self.db.write_opt(wb, &wo).map_err(io);
+        let allocate = done.is_ok() && keys.len() <= record_cache::WRITE_ALLOCATE_MAX;
+        self.records.written(&keys, allocate.then_some(&records[..]));
+        done
     }
 
     fn ingest(&self, batch: WriteBatch) -> Result<Option<WriteBatch>> {
@@ -663,6 +745,9 @@ impl Engine for RocksEngine {
             return Ok(Some(handed_back(cf, puts)));
         }
         let path = self.write_table_file(cf, &puts)?;
+        let cached: Vec<&[u8]> =
+            if cf == RECORD_CACHED_CF { puts.iter().map(|(k, _)| k.as_slice()).collect() } else { Vec::new() };
+        self.records.writing(&cached);
         // Everything written before goes to disk first: the file is durable once ingested,
         // and its puts may have been computed from writes the log still only buffers.
         let ingested = self.db.flush_wal(true).and_then(|_| {
@@ -670,6 +755,7 @@ impl Engine for RocksEngine {
             o.set_move_files(true);
             self.db.ingest_external_file_cf_opts(h, &o, vec![&path])
         });
+        self.records.written(&cached, None);
         let _ = std::fs::remove_file(&path); // a moved file is gone already
         ingested.map_err(io)?;
         Ok(None)
@@ -701,7 +787,11 @@ impl Engine for RocksEngine {
         it.status().map_err(io)?;
         drop(it);
         if let Some(last) = last {
-            self.db.delete_file_in_range_cf(h, start, &last[..]).map_err(io)?;
+            let dropped = self.db.delete_file_in_range_cf(h, start, &last[..]).map_err(io);
+            if cf == RECORD_CACHED_CF {
+                self.records.clear(); // the dropped files' keys went without a write
+            }
+            dropped?;
         }
         strata_storage::engine::delete_each(self, cf, start, end)
     }
@@ -1035,6 +1125,44 @@ mod tests {
         assert_eq!(seen[652].1, "w652");
         let left = std::fs::read_dir(dir.path().join(INGEST_DIR)).map(|d| d.count()).unwrap_or(0);
         assert_eq!(left, 0, "table files left behind");
+    }
+
+    #[test]
+    fn latest_reads_through_the_record_cache_follow_every_write() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = RocksEngine::open(dir.path()).expect("open");
+        let get = |k: &str| e.get(Cf::Latest, k.as_bytes()).expect("get").map(|v| String::from_utf8(v).expect("utf8"));
+        e.write(latest_puts(0..10, "a"), false).expect("write");
+        // Written records are cached as written.
+        assert_eq!(get("k0003").as_deref(), Some("a3"));
+        assert_eq!(get("k0042"), None);
+        assert_eq!(get("k0042"), None, "an absent key is cached too");
+        let (hits, misses, bytes) = e.record_cache_stats();
+        assert_eq!((hits, misses), (2, 1));
+        assert!(bytes > 0);
+        // A write replaces what was cached, a put of an absent key and a delete included.
+        let mut b = latest_puts([3, 42], "b");
+        b.delete(Cf::Latest, b"k0004".to_vec());
+        assert_eq!(get("k0004").as_deref(), Some("a4"));
+        e.write(b, false).expect("write");
+        assert_eq!(get("k0003").as_deref(), Some("b3"));
+        assert_eq!(get("k0042").as_deref(), Some("b42"));
+        assert_eq!(get("k0004"), None);
+        // MultiGet mixes hits and misses in the order asked.
+        let keys: Vec<&[u8]> = vec![b"k0009", b"k0003", b"k0100", b"k0004", b"k0005"];
+        let got = e.multi_get(Cf::Latest, &keys).expect("multi_get");
+        let want: Vec<Option<Vec<u8>>> = vec![Some(b"a9".to_vec()), Some(b"b3".to_vec()), None, None, Some(b"a5".to_vec())];
+        assert_eq!(got, want);
+        // A large batch drops what it writes; the next read finds the new record.
+        e.write(latest_puts(0..(record_cache::WRITE_ALLOCATE_MAX as u32 + 1), "c"), false).expect("write");
+        assert_eq!(get("k0005").as_deref(), Some("c5"));
+        // An ingested file and a cleared range are seen too.
+        assert_eq!(get("k0900"), None);
+        assert!(e.ingest(latest_puts(800..1000, "i")).expect("ingest").is_none());
+        assert_eq!(get("k0900").as_deref(), Some("i900"));
+        e.clear_range(Cf::Latest, b"k", b"l").expect("clear");
+        assert_eq!(get("k0900"), None);
+        assert_eq!(get("k0003"), None);
     }
 
     #[test]
