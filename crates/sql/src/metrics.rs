@@ -110,6 +110,7 @@ impl Metrics {
         strata_kv::metrics::GROUP_COMMIT.render(&mut out);
         strata_kv::metrics::render_pruned(&mut out);
         strata_kv::metrics::render_ingested(&mut out);
+        strata_common::storage_metrics::render(&mut out);
         out
     }
 }

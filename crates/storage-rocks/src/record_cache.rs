@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use strata_common::storage_metrics::{RECORD_CACHE_BYTES, RECORD_CACHE_HITS, RECORD_CACHE_MISSES};
 
 /// Shards, each under its own lock and with its share of the budget.
 const SHARDS: usize = 256;
@@ -132,12 +133,14 @@ impl RecordCache {
                 let record = slot.record.as_deref().map(<[u8]>::to_vec);
                 drop(s);
                 self.hits.fetch_add(1, Ordering::Relaxed);
+                RECORD_CACHE_HITS.fetch_add(1, Ordering::Relaxed);
                 return Lookup::Hit(record);
             }
         }
         let ticket = (s.writing[stripe] == 0).then(|| Ticket { shard, stripe, gen: s.gens[stripe] });
         drop(s);
         self.misses.fetch_add(1, Ordering::Relaxed);
+        RECORD_CACHE_MISSES.fetch_add(1, Ordering::Relaxed);
         Lookup::Miss(ticket)
     }
 
@@ -185,6 +188,7 @@ impl RecordCache {
             let mut s = shard.lock();
             s.map.clear();
             s.clock.clear();
+            RECORD_CACHE_BYTES.fetch_sub(s.bytes as u64, Ordering::Relaxed);
             s.bytes = 0;
             for g in s.gens.iter_mut() {
                 *g += 1;
@@ -203,9 +207,22 @@ impl RecordCache {
     }
 }
 
+impl Drop for RecordCache {
+    fn drop(&mut self) {
+        RECORD_CACHE_BYTES.fetch_sub(self.bytes() as u64, Ordering::Relaxed);
+    }
+}
+
 impl Shard {
     /// Sets `key`'s entry to `record` (valid or not), adding it if absent and `valid`.
     fn set(&mut self, key: &[u8], record: Option<&[u8]>, valid: bool, budget: usize) {
+        let before = self.bytes;
+        self.set_within(key, record, valid, budget);
+        // The process-wide gauge moves by the difference (wrapping: it may shrink).
+        RECORD_CACHE_BYTES.fetch_add((self.bytes as u64).wrapping_sub(before as u64), Ordering::Relaxed);
+    }
+
+    fn set_within(&mut self, key: &[u8], record: Option<&[u8]>, valid: bool, budget: usize) {
         let record = if valid { record } else { None };
         match self.map.get_mut(key) {
             Some(slot) => {
