@@ -8,7 +8,9 @@
 //! machine's memory. Table scans (`scan`) read the store in growing batches and stop as
 //! soon as they have the rows a pushed-down LIMIT asks for.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+
+use crate::{FastMap as HashMap, FastSet as HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -55,9 +57,9 @@ pub struct ExecCtx<'a> {
     work_tables: HashMap<usize, Arc<Vec<Row>>>,
     /// Scans (by the address of their plan node) that read the table's columnar replica
     /// through this engine instead of the row store (see `cost::replica_scans`).
-    pub replica_scans: Option<(Arc<dyn crate::column::ColumnEngine>, HashSet<usize>)>,
+    pub replica_scans: Option<(Arc<dyn crate::column::ColumnEngine>, std::collections::HashSet<usize>)>,
     /// EXPLAIN ANALYZE: what each operator (by the address of its plan node) did.
-    pub profile: Option<HashMap<usize, OpProfile>>,
+    pub profile: Option<std::collections::HashMap<usize, OpProfile>>,
     /// Rows an index lookup join read ahead for its next lookups (`scan::prefetch_points`).
     prefetched: Option<Prefetched>,
 }
@@ -102,10 +104,10 @@ impl<'a> ExecCtx<'a> {
             params,
             subqueries,
             outer: Vec::new(),
-            cache: HashMap::new(),
+            cache: HashMap::default(),
             cache_charge: Charge::new(),
             apply: ApplyCache::default(),
-            work_tables: HashMap::new(),
+            work_tables: HashMap::default(),
             replica_scans: None,
             profile: None,
             prefetched: None,
@@ -659,7 +661,7 @@ fn normalize_join_key(v: &Value) -> Value {
 /// Removes duplicate rows, keeping the first of each; the set of seen rows is charged while
 /// it lives.
 fn dedup(rows: &mut Rows) -> Result<()> {
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     let mut held = Charge::new();
     let mut keys = Vec::with_capacity(rows.len());
     for r in rows.iter() {
@@ -692,7 +694,7 @@ async fn recursive_cte(
     all: bool,
     max_depth: u64,
 ) -> Result<Rows> {
-    let mut seen: HashSet<Vec<u8>> = HashSet::new();
+    let mut seen: HashSet<Vec<u8>> = HashSet::default();
     let mut held = Charge::new();
     let mut out = Rows::new();
     let mut work = Vec::new();
@@ -752,7 +754,7 @@ fn admit(r: &Row, all: bool, seen: &mut HashSet<Vec<u8>>, held: &mut Charge) -> 
 /// INTERSECT / EXCEPT, DISTINCT or ALL: `right`'s rows are counted, then `left`'s kept or dropped in
 /// order. Without ALL the result has no duplicates.
 async fn set_op(left: Rows, right: Rows, intersect: bool, all: bool) -> Result<Rows> {
-    let mut counts: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut counts: HashMap<Vec<u8>, usize> = HashMap::default();
     let mut held = Charge::new();
     for r in right.iter() {
         checkpoint().await?;
@@ -1146,7 +1148,7 @@ fn accumulate(acc: &mut Acc, v: Value, concat_max: usize, held: &mut Charge) -> 
 
 /// A group with these values and fresh accumulators.
 fn new_group(vals: Row, aggs: &[AggCall]) -> Group {
-    (vals, aggs.iter().map(|a| new_acc(a.func)).collect(), aggs.iter().map(|_| HashSet::new()).collect())
+    (vals, aggs.iter().map(|a| new_acc(a.func)).collect(), aggs.iter().map(|_| HashSet::default()).collect())
 }
 
 /// Groups, DISTINCT sets and GROUP_CONCAT texts are charged to the statement as they grow.
@@ -1160,7 +1162,7 @@ async fn aggregate(
     aggs: &[AggCall],
     rollup: bool,
 ) -> Result<Rows> {
-    let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut index: HashMap<Vec<u8>, usize> = HashMap::default();
     let mut groups: Vec<Group> = Vec::new();
     // Per group: how many trailing group columns are rolled up.
     let mut levels: Vec<usize> = Vec::new();

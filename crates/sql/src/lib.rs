@@ -1,6 +1,12 @@
 //! The SQL layer: parsing (sqlparser, MySQL dialect), binding and planning, execution over
 //! a `txn::Transaction`, DDL on the catalog, and the session that ties them together.
 
+/// Hash maps and sets of the execution path, hashed with foldhash (randomly seeded), not
+/// std's SipHash: a hash of a TPC-C key cost several hundred instructions.
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+/// See `FastMap`.
+pub(crate) type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
 pub mod alter;
 pub mod binder;
 pub mod builtins;

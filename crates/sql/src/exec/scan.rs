@@ -13,7 +13,9 @@
 //! With `lock`, rows are read at their latest committed version under pessimistic locks
 //! (current read), and only as many candidates as rows are still wanted are locked.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use crate::{FastMap as HashMap, FastSet as HashSet};
 use std::sync::Arc;
 
 use strata_codec::keys::{prefix_end, row_prefix};
@@ -197,7 +199,7 @@ impl<'p> ScanStream<'p> {
             }
             Access::Prefixes(tuples) => {
                 let pk = table.pk.clone().unwrap_or_default();
-                let mut seen = HashSet::new();
+                let mut seen = HashSet::default();
                 for t in tuples {
                     let EqKey::Values(vals) = eq_values(ctx, t, &pk, table)? else { continue };
                     let p = pk_prefix(table, &vals);
@@ -654,7 +656,7 @@ fn range_bounds(
 /// row can match gives none); None when some value cannot be looked up by key.
 fn point_keys(ctx: &ExecCtx, table: &TableInfo, points: &[Vec<Expr>]) -> Result<Option<Vec<Vec<u8>>>> {
     let pk = table.pk.as_deref().unwrap_or_default();
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     let mut keys = Vec::with_capacity(points.len());
     for p in points {
         let vals = match eq_values(ctx, p, pk, table)? {
@@ -686,7 +688,7 @@ pub(super) async fn prefetch_points(ctx: &mut ExecCtx<'_>, inner: &Plan, outer: 
     if outer.len() < 2 || table.cached {
         return Ok(());
     }
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     let mut keys = Vec::new();
     for row in outer {
         if keys.len() >= MAX_BATCH {
@@ -709,7 +711,7 @@ pub(super) async fn prefetch_points(ctx: &mut ExecCtx<'_>, inner: &Plan, outer: 
     checkpoint().await?;
     let values = ctx.txn.batch_get(&keys).await?;
     let mut charge = Charge::new();
-    let mut rows = HashMap::with_capacity(keys.len());
+    let mut rows = HashMap::with_capacity_and_hasher(keys.len(), Default::default());
     for (k, v) in keys.into_iter().zip(values) {
         charge.add(k.len() + v.as_ref().map_or(0, Vec::len) + 48)?;
         rows.insert(k, v);

@@ -15,7 +15,7 @@
 //! sort, DISTINCT, set operations, window functions, recursive CTEs) run whole, pulling
 //! their inputs as streams where that saves memory (`Whole`).
 
-use std::collections::HashMap;
+use crate::FastMap as HashMap;
 
 use strata_common::Result;
 
@@ -440,7 +440,7 @@ impl HashJoinStream<'_> {
     async fn next(&mut self, ctx: &mut ExecCtx<'_>) -> Result<Option<Rows>> {
         if self.table.is_none() {
             let mut build = Stream::build(self.build, ctx.profile.is_some());
-            let mut table = JoinTable::new();
+            let mut table = JoinTable::default();
             let mut held = Rows::new();
             while let Some(batch) = build.next(ctx).await? {
                 let (rows, charge) = batch.into_parts();
