@@ -771,8 +771,8 @@ impl Engine for RocksEngine {
         if start >= end {
             return Ok(());
         }
-        // RocksDB refuses range tombstones when a row cache is set, so the range goes in two
-        // steps: the table files lying wholly inside it are dropped (no I/O, whatever their
+        // The range goes in two steps (written when a row cache, which refuses range
+        // tombstones, was set): the table files lying wholly inside it are dropped (no I/O, whatever their
         // size), then what is left (memtables, files straddling the bounds, older versions
         // of keys a dropped file held) is deleted key by key. DeleteFilesInRange includes
         // its upper bound, so it is given the range's last key instead of `end`.
@@ -1349,7 +1349,7 @@ mod tests {
         let before = e.size_bytes().expect("size");
         assert!(before > 8_000_000, "8 MB written, {before} bytes held");
 
-        e.get(Cf::Data, b"t00000008").expect("get into the row cache");
+        e.get(Cf::Data, b"t00000008").expect("a read before the clear");
         e.clear_range(Cf::Data, b"t", b"u").expect("clear range");
         for k in ["t00000007", "t00000008", "t00007999"] {
             assert_eq!(e.get(Cf::Data, k.as_bytes()).expect("get"), None, "{k} survived");
