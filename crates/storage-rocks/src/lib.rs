@@ -1151,7 +1151,8 @@ mod tests {
         // MultiGet mixes hits and misses in the order asked.
         let keys: Vec<&[u8]> = vec![b"k0009", b"k0003", b"k0100", b"k0004", b"k0005"];
         let got = e.multi_get(Cf::Latest, &keys).expect("multi_get");
-        let want: Vec<Option<Vec<u8>>> = vec![Some(b"a9".to_vec()), Some(b"b3".to_vec()), None, None, Some(b"a5".to_vec())];
+        let want: Vec<Option<Vec<u8>>> =
+            vec![Some(b"a9".to_vec()), Some(b"b3".to_vec()), None, None, Some(b"a5".to_vec())];
         assert_eq!(got, want);
         // A large batch drops what it writes; the next read finds the new record.
         e.write(latest_puts(0..(record_cache::WRITE_ALLOCATE_MAX as u32 + 1), "c"), false).expect("write");

@@ -42,8 +42,8 @@ pub(crate) const WRITE_ALLOCATE_MAX: usize = 256;
 
 /// Seeds of the two hashes: the shard and stripe come from one, the map inside a shard
 /// uses the other (the shard's keys share the low bits of the first).
-const PLACE_SEED: u64 = 0x5EED_0F_CAC4E;
-const MAP_SEED: u64 = 0x0DD_5EED_4_3A9;
+const PLACE_SEED: u64 = 0x05EE_D0FC_AC4E;
+const MAP_SEED: u64 = 0x00DD_5EED_43A9;
 
 /// The cached records of one column family.
 pub(crate) struct RecordCache {
