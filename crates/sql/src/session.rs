@@ -653,6 +653,8 @@ struct Settings {
     /// on div_precision_increment, a recursive CTE's bound on cte_max_recursion_depth
     /// (sql_mode is kept for what binding may come to check under it).
     binding: Arc<str>,
+    /// The parser's dialect under `sql_mode`.
+    dialect: StrataDialect,
 }
 
 impl Settings {
@@ -697,6 +699,7 @@ impl Settings {
             Some(v) => value_text(v),
             None => String::new(),
         };
+        let dialect = StrataDialect::for_sql_mode(&mode);
         let binding = format!(
             "dpi={};cte={};mode={mode}",
             int("div_precision_increment").unwrap_or(0),
@@ -714,6 +717,7 @@ impl Settings {
             _ => None,
         };
         Settings {
+            dialect,
             select_limit,
             text_plan_cache: plan_cache.is_some() && int("tidb_enable_non_prepared_plan_cache").unwrap_or(0) != 0,
             long_query_time,
@@ -1676,7 +1680,7 @@ impl Session {
 
     /// The SQL dialect under the session's `sql_mode`.
     fn dialect(&self) -> StrataDialect {
-        StrataDialect::for_sql_mode(&self.vars.get("sql_mode").map(value_text).unwrap_or_default())
+        self.settings().dialect
     }
 
     /// Prepares a statement; returns its id.
