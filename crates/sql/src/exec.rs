@@ -9,8 +9,6 @@
 //! soon as they have the rows a pushed-down LIMIT asks for.
 
 use std::collections::BTreeSet;
-
-use crate::{FastMap as HashMap, FastSet as HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -28,6 +26,7 @@ use crate::expr::{
 };
 use crate::interrupt::checkpoint;
 use crate::plan::{JoinKind, Plan, SubqueryPlan};
+use crate::{FastMap as HashMap, FastSet as HashSet};
 
 mod scan;
 mod stream;

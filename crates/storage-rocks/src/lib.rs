@@ -586,26 +586,6 @@ impl strata_storage::sample::KeySpace for RocksKeySpace<'_> {
 /// The column family whose point reads go through `RocksEngine::records`.
 const RECORD_CACHED_CF: Cf = Cf::Latest;
 
-/// The keys `batch` writes in `RECORD_CACHED_CF`, each with its record (None: deleted).
-fn cached_ops(batch: &WriteBatch) -> (Vec<&[u8]>, Vec<Option<&[u8]>>) {
-    let mut keys = Vec::new();
-    let mut records = Vec::new();
-    for op in &batch.ops {
-        match op {
-            BatchOp::Put(cf, k, v) if *cf == RECORD_CACHED_CF => {
-                keys.push(k.as_slice());
-                records.push(Some(v.as_slice()));
-            }
-            BatchOp::Delete(cf, k) if *cf == RECORD_CACHED_CF => {
-                keys.push(k.as_slice());
-                records.push(None);
-            }
-            _ => {}
-        }
-    }
-    (keys, records)
-}
-
 impl Engine for RocksEngine {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
         quiet();
@@ -695,16 +675,27 @@ impl Engine for RocksEngine {
         if self.load.quiet(|| self.load.now_ms()) {
             self.size_latest_memtable(LATEST_WRITE_BUFFER_BYTES)?;
         }
+        // The batch, and the keys it writes in the record-cached CF with their records.
         let mut wb = rocksdb::WriteBatch::default();
+        let (mut keys, mut records) = (Vec::new(), Vec::new());
         for op in &batch.ops {
-            match op {
-                BatchOp::Put(cf, k, v) => wb.put_cf(self.handle(*cf)?, k, v),
-                BatchOp::Delete(cf, k) => wb.delete_cf(self.handle(*cf)?, k),
+            let (cf, k, v) = match op {
+                BatchOp::Put(cf, k, v) => {
+                    wb.put_cf(self.handle(*cf)?, k, v);
+                    (*cf, k, Some(v.as_slice()))
+                }
+                BatchOp::Delete(cf, k) => {
+                    wb.delete_cf(self.handle(*cf)?, k);
+                    (*cf, k, None)
+                }
+            };
+            if cf == RECORD_CACHED_CF {
+                keys.push(k.as_slice());
+                records.push(v);
             }
         }
         let mut wo = WriteOptions::default();
         wo.set_sync(sync);
-        let (keys, records) = cached_ops(&batch);
         if keys.is_empty() {
             return self.db.write_opt(wb, &wo).map_err(io);
         }

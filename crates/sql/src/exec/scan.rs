@@ -14,8 +14,6 @@
 //! (current read), and only as many candidates as rows are still wanted are locked.
 
 use std::collections::VecDeque;
-
-use crate::{FastMap as HashMap, FastSet as HashSet};
 use std::sync::Arc;
 
 use strata_codec::keys::{prefix_end, row_prefix};
@@ -31,6 +29,7 @@ use crate::keyconv::{key_conv, KeyConv, Side};
 use crate::plan::{Access, KeyRange, Plan, Residual};
 use crate::table::{decode_masked, handle_from_index_entry, index_value_prefix, pk_prefix, row_key};
 use crate::types::ColumnType;
+use crate::{FastMap as HashMap, FastSet as HashSet};
 
 /// Rows read from the store per request at first; each further request of the same range
 /// reads twice as many, up to `MAX_BATCH`. A scan that only needs a few rows (`LIMIT`,
