@@ -48,10 +48,7 @@ pub fn encode_value(out: &mut Vec<u8>, v: &Value) {
             out.push(DECIMAL);
             encode_decimal(out, d);
         }
-        Value::Bytes(b) => {
-            out.push(BYTES);
-            encode_bytes(out, b);
-        }
+        Value::Bytes(b) => encode_bytes_value(out, b),
         Value::Date(d) => {
             out.push(DATE);
             out.extend_from_slice(&d.to_packed().to_be_bytes());
@@ -74,21 +71,26 @@ pub fn encode_values(out: &mut Vec<u8>, vs: &[Value]) {
     }
 }
 
-/// Group encoding of a byte string (see the module docs).
+/// Group encoding of a byte string (see the module docs). Sized once and written group by
+/// group (pushing byte by byte grew the vector 5-6 times for a 120-byte string).
 pub fn encode_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    for chunk in b.chunks(GROUP) {
+    out.reserve((b.len() / GROUP + 1) * (GROUP + 1));
+    let mut groups = b.chunks_exact(GROUP);
+    for chunk in groups.by_ref() {
         out.extend_from_slice(chunk);
-        if chunk.len() < GROUP {
-            out.extend(std::iter::repeat_n(0, GROUP - chunk.len()));
-            out.push(MARKER - (GROUP - chunk.len()) as u8);
-            return;
-        }
         out.push(MARKER);
     }
-    if b.len().is_multiple_of(GROUP) {
-        out.extend_from_slice(&[0; GROUP]);
-        out.push(MARKER - GROUP as u8);
-    }
+    let rest = groups.remainder();
+    let mut last = [0u8; GROUP + 1];
+    last[..rest.len()].copy_from_slice(rest);
+    last[GROUP] = MARKER - (GROUP - rest.len()) as u8;
+    out.extend_from_slice(&last);
+}
+
+/// `encode_value` of `Value::Bytes(b)`, without the value.
+pub fn encode_bytes_value(out: &mut Vec<u8>, b: &[u8]) {
+    out.push(BYTES);
+    encode_bytes(out, b);
 }
 
 /// Decimal as sign, exponent and digits: value = 0.DIGITS x 10^EXP. Negative values invert
@@ -256,6 +258,26 @@ mod tests {
             }
         }
         assert!(enc(&Value::Null) < enc(&Value::Int(i64::MIN)));
+    }
+
+    #[test]
+    fn byte_strings_are_groups_of_eight_each_with_its_count_of_real_bytes() {
+        let bytes = |b: &[u8]| {
+            let mut out = Vec::new();
+            encode_bytes(&mut out, b);
+            out
+        };
+        assert_eq!(bytes(b""), [0, 0, 0, 0, 0, 0, 0, 0, MARKER - 8]);
+        assert_eq!(bytes(b"abc"), [b'a', b'b', b'c', 0, 0, 0, 0, 0, MARKER - 5]);
+        let eight = bytes(b"abcdefgh");
+        assert_eq!(eight[..9], [b'a', b'b', b'c', b'd', b'e', b'f', b'g', b'h', MARKER]);
+        assert_eq!(eight[9..], [0, 0, 0, 0, 0, 0, 0, 0, MARKER - 8]);
+        for n in 0..40 {
+            let b: Vec<u8> = (0..n).map(|i| i as u8 + 1).collect();
+            let e = bytes(&b);
+            assert_eq!(e.len(), (n / GROUP + 1) * (GROUP + 1));
+            assert_eq!(decode_bytes(&mut e.as_slice()).expect("decodes"), b);
+        }
     }
 
     #[test]

@@ -560,6 +560,29 @@ pub async fn sort_by_keys<T>(
     keys: &[(Expr, bool)],
     row_of: impl Fn(&T) -> &Row,
 ) -> Result<Vec<T>> {
+    // Keys that are columns of the rows: compared in place, not copied out (a string key
+    // was cloned per row).
+    let columns: Option<Vec<(usize, bool)>> =
+        keys.iter().map(|(e, desc)| if let Expr::Column(i) = e { Some((*i, *desc)) } else { None }).collect();
+    if let Some(columns) = columns {
+        let width = columns.iter().map(|(i, _)| i + 1).max().unwrap_or(0);
+        if items.iter().all(|item| row_of(item).len() >= width) {
+            checkpoint().await?;
+            let mut items = items;
+            items.sort_by(|a, b| {
+                let (a, b) = (row_of(a), row_of(b));
+                for &(i, desc) in &columns {
+                    let o = a[i].sort_cmp(&b[i]);
+                    let o = if desc { o.reverse() } else { o };
+                    if o != std::cmp::Ordering::Equal {
+                        return o;
+                    }
+                }
+                std::cmp::Ordering::Equal
+            });
+            return Ok(items);
+        }
+    }
     let mut keyed = Vec::with_capacity(items.len());
     let mut key_bytes = Charge::new();
     for item in items {
@@ -592,7 +615,7 @@ async fn join_key(ctx: &mut ExecCtx<'_>, keys: &[Expr], row: &Row) -> Result<Opt
         if v.is_null() {
             return Ok(None);
         }
-        memcmp::encode_value(&mut key, &normalize_join_key(&v));
+        encode_join_key(&mut key, &v);
     }
     Ok(Some(key))
 }
@@ -657,6 +680,16 @@ fn normalize_join_key(v: &Value) -> Value {
     }
 }
 
+/// Appends the hash-key encoding of `v`: `memcmp::encode_value` of `normalize_join_key(v)`,
+/// without copying the values that need no normalizing (integers, NULL, strings).
+fn encode_join_key(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::Null | Value::Int(_) | Value::Time(_) | Value::DateTime(_) => memcmp::encode_value(out, v),
+        Value::Bytes(_) => crate::table::encode_key(out, v),
+        other => memcmp::encode_value(out, &normalize_join_key(other)),
+    }
+}
+
 /// Removes duplicate rows, keeping the first of each; the set of seen rows is charged while
 /// it lives.
 fn dedup(rows: &mut Rows) -> Result<()> {
@@ -675,9 +708,11 @@ fn dedup(rows: &mut Rows) -> Result<()> {
 
 /// The key under which set operations and DISTINCT compare rows.
 fn distinct_key(r: &Row) -> Vec<u8> {
-    let mut k = Vec::new();
+    // Each value takes a flag and at least 8 bytes; a string a ninth more than its length.
+    let mut k =
+        Vec::with_capacity(r.iter().map(|v| 9 + if let Value::Bytes(b) = v { b.len() * 9 / 8 } else { 0 }).sum());
     for v in r {
-        memcmp::encode_value(&mut k, &normalize_join_key(v));
+        encode_join_key(&mut k, v);
     }
     k
 }
@@ -868,7 +903,7 @@ async fn window(ctx: &mut ExecCtx<'_>, rows: Rows, calls: &[WindowCall]) -> Resu
             checkpoint().await?;
             let mut pk = Vec::new();
             for p in &call.partition {
-                memcmp::encode_value(&mut pk, &normalize_join_key(&ctx.eval(p, r).await?));
+                encode_join_key(&mut pk, &ctx.eval(p, r).await?);
             }
             let mut ok = Vec::with_capacity(call.order.len());
             for (o, _) in &call.order {
@@ -1192,7 +1227,7 @@ async fn aggregate(
                 let mut ends = Vec::with_capacity(group.len());
                 for g in group {
                     let v = ctx.eval(g, r).await?;
-                    memcmp::encode_value(&mut key, &normalize_join_key(&v));
+                    encode_join_key(&mut key, &v);
                     ends.push(key.len());
                     gvals.push(v);
                 }
@@ -1237,7 +1272,7 @@ async fn aggregate(
                 let distinct_key = if call.distinct {
                     let mut k = Vec::new();
                     for v in &args {
-                        memcmp::encode_value(&mut k, &normalize_join_key(v));
+                        encode_join_key(&mut k, v);
                     }
                     Some(k)
                 } else {

@@ -21,11 +21,23 @@ pub type Row = Vec<Value>;
 /// (utf8mb4_bin is a PAD SPACE collation).
 pub fn key_value(v: &Value) -> Value {
     match v {
-        Value::Bytes(b) => {
-            let end = b.iter().rposition(|c| *c != b' ').map(|i| i + 1).unwrap_or(0);
-            Value::Bytes(b[..end].to_vec())
-        }
+        Value::Bytes(b) => Value::Bytes(trim_pad(b).to_vec()),
         other => other.clone(),
+    }
+}
+
+/// A string without its trailing spaces.
+fn trim_pad(b: &[u8]) -> &[u8] {
+    let end = b.iter().rposition(|c| *c != b' ').map(|i| i + 1).unwrap_or(0);
+    &b[..end]
+}
+
+/// Appends the key encoding of `v`: `memcmp::encode_value` of `key_value(v)`, without
+/// copying a string to trim it.
+pub fn encode_key(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::Bytes(b) => memcmp::encode_bytes_value(out, trim_pad(b)),
+        other => memcmp::encode_value(out, other),
     }
 }
 
@@ -35,7 +47,7 @@ pub fn handle_of(table: &TableInfo, row: &Row, row_id: Option<i64>) -> Result<Ve
     match &table.pk {
         Some(cols) => {
             for &c in cols {
-                memcmp::encode_value(&mut out, &key_value(&row[c]));
+                encode_key(&mut out, &row[c]);
             }
         }
         None => memcmp::encode_value(&mut out, &Value::Int(row_id.ok_or_else(|| Error::internal("row id missing"))?)),
@@ -163,7 +175,7 @@ pub fn is_unique_entry(index: &IndexInfo, row: &Row) -> bool {
 pub fn index_entry(table: &TableInfo, index: &IndexInfo, row: &Row, handle: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let mut key = index_prefix(table.table_id(), TableInfo::index_id(index));
     for &c in &index.columns {
-        memcmp::encode_value(&mut key, &key_value(&row[c]));
+        encode_key(&mut key, &row[c]);
     }
     if is_unique_entry(index, row) {
         (key, handle.to_vec())
@@ -177,7 +189,7 @@ pub fn index_entry(table: &TableInfo, index: &IndexInfo, row: &Row, handle: &[u8
 pub fn index_value_prefix(table: &TableInfo, index: &IndexInfo, values: &[Value]) -> Vec<u8> {
     let mut key = index_prefix(table.table_id(), TableInfo::index_id(index));
     for v in values {
-        memcmp::encode_value(&mut key, &key_value(v));
+        encode_key(&mut key, v);
     }
     key
 }
@@ -198,7 +210,7 @@ pub fn handle_from_index_entry(index: &IndexInfo, prefix_len: usize, key: &[u8],
 pub fn pk_prefix(table: &TableInfo, values: &[Value]) -> Vec<u8> {
     let mut key = row_prefix(table.table_id());
     for v in values {
-        memcmp::encode_value(&mut key, &key_value(v));
+        encode_key(&mut key, v);
     }
     key
 }

@@ -17,7 +17,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use strata_codec::keys::{prefix_end, row_prefix};
-use strata_codec::memcmp;
 use strata_common::{Result, Value};
 
 use super::{count_of, ExecCtx, TableRow};
@@ -628,7 +627,7 @@ fn range_bounds(
             KeyConv::Unusable => b.exact = false,
             KeyConv::At(v, exact) => {
                 let mut k = prefix.clone();
-                memcmp::encode_value(&mut k, &crate::table::key_value(&v));
+                crate::table::encode_key(&mut k, &v);
                 b.start = if *incl || !exact { k } else { prefix_end(&k) };
                 b.exact &= exact;
                 b.nulls_out = true;
@@ -642,7 +641,7 @@ fn range_bounds(
             KeyConv::Unusable => b.exact = false,
             KeyConv::At(v, exact) => {
                 let mut k = prefix;
-                memcmp::encode_value(&mut k, &crate::table::key_value(&v));
+                crate::table::encode_key(&mut k, &v);
                 b.end = if *incl || !exact { prefix_end(&k) } else { k };
                 b.exact &= exact;
             }
@@ -665,7 +664,7 @@ fn point_keys(ctx: &ExecCtx, table: &TableInfo, points: &[Vec<Expr>]) -> Result<
         };
         let mut k = row_prefix(table.table_id());
         for v in &vals {
-            memcmp::encode_value(&mut k, &crate::table::key_value(v));
+            crate::table::encode_key(&mut k, v);
         }
         // A few points are told apart by looking; many, by hashing.
         let fresh = if points.len() <= 8 { !keys.contains(&k) } else { seen.insert(k.clone()) };
