@@ -569,17 +569,7 @@ pub async fn sort_by_keys<T>(
         if items.iter().all(|item| row_of(item).len() >= width) {
             checkpoint().await?;
             let mut items = items;
-            items.sort_by(|a, b| {
-                let (a, b) = (row_of(a), row_of(b));
-                for &(i, desc) in &columns {
-                    let o = a[i].sort_cmp(&b[i]);
-                    let o = if desc { o.reverse() } else { o };
-                    if o != std::cmp::Ordering::Equal {
-                        return o;
-                    }
-                }
-                std::cmp::Ordering::Equal
-            });
+            items.sort_by(|a, b| cmp_at(row_of(a), row_of(b), &columns));
             return Ok(items);
         }
     }
@@ -594,17 +584,21 @@ pub async fn sort_by_keys<T>(
         key_bytes.add_row(&k)?;
         keyed.push((k, item));
     }
-    keyed.sort_by(|a, b| {
-        for (i, (_, desc)) in keys.iter().enumerate() {
-            let o = a.0[i].sort_cmp(&b.0[i]);
-            let o = if *desc { o.reverse() } else { o };
-            if o != std::cmp::Ordering::Equal {
-                return o;
-            }
-        }
-        std::cmp::Ordering::Equal
-    });
+    let at: Vec<(usize, bool)> = keys.iter().enumerate().map(|(i, (_, desc))| (i, *desc)).collect();
+    keyed.sort_by(|a, b| cmp_at(&a.0, &b.0, &at));
     Ok(keyed.into_iter().map(|(_, item)| item).collect())
+}
+
+/// Orders `a` and `b` by their values at `at` (index, descending), the first that differ.
+fn cmp_at(a: &[Value], b: &[Value], at: &[(usize, bool)]) -> std::cmp::Ordering {
+    for &(i, desc) in at {
+        let o = a[i].sort_cmp(&b[i]);
+        let o = if desc { o.reverse() } else { o };
+        if o != std::cmp::Ordering::Equal {
+            return o;
+        }
+    }
+    std::cmp::Ordering::Equal
 }
 
 /// The encoded join key of `row`, or None if any key value is NULL (NULL never joins).
@@ -654,8 +648,8 @@ async fn join_row(
 }
 
 /// A value in the form that makes values equal under `sql_cmp` encode alike, for hash
-/// keys: numbers of any kind by value (1 = 1.0 = 1.00), dates as datetimes, strings without
-/// trailing spaces (PAD SPACE).
+/// keys: numbers of any kind by value (1 = 1.0 = 1.00), dates as datetimes. Strings are
+/// `encode_join_key`'s (trimmed where they are encoded).
 fn normalize_join_key(v: &Value) -> Value {
     fn decimal_key(d: Decimal) -> Value {
         let n = d.normalize();
@@ -675,13 +669,13 @@ fn normalize_join_key(v: &Value) -> Value {
             _ => Value::Double(*f),
         },
         Value::Date(d) => Value::DateTime(*d),
-        Value::Bytes(_) => crate::table::key_value(v),
         other => other.clone(),
     }
 }
 
-/// Appends the hash-key encoding of `v`: `memcmp::encode_value` of `normalize_join_key(v)`,
-/// without copying the values that need no normalizing (integers, NULL, strings).
+/// Appends the hash-key encoding of `v`: strings without trailing spaces (PAD SPACE, as
+/// `table::encode_key`), other kinds as `normalize_join_key` makes them; the kinds that need
+/// no normalizing are encoded without a copy.
 fn encode_join_key(out: &mut Vec<u8>, v: &Value) {
     match v {
         Value::Null | Value::Int(_) | Value::Time(_) | Value::DateTime(_) => memcmp::encode_value(out, v),

@@ -17,23 +17,15 @@ use crate::catalog::{IndexInfo, TableInfo};
 /// A row as a vector of column values in table order.
 pub type Row = Vec<Value>;
 
-/// Values as they are compared in keys: trailing spaces of strings do not count
-/// (utf8mb4_bin is a PAD SPACE collation).
-pub fn key_value(v: &Value) -> Value {
-    match v {
-        Value::Bytes(b) => Value::Bytes(trim_pad(b).to_vec()),
-        other => other.clone(),
-    }
-}
-
 /// A string without its trailing spaces.
 fn trim_pad(b: &[u8]) -> &[u8] {
     let end = b.iter().rposition(|c| *c != b' ').map(|i| i + 1).unwrap_or(0);
     &b[..end]
 }
 
-/// Appends the key encoding of `v`: `memcmp::encode_value` of `key_value(v)`, without
-/// copying a string to trim it.
+/// Appends the key encoding of `v`: `memcmp::encode_value`, except that strings are
+/// compared in keys without their trailing spaces (utf8mb4_bin is a PAD SPACE collation),
+/// trimmed in place.
 pub fn encode_key(out: &mut Vec<u8>, v: &Value) {
     match v {
         Value::Bytes(b) => memcmp::encode_bytes_value(out, trim_pad(b)),
