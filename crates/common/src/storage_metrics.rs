@@ -10,6 +10,13 @@ pub static RECORD_CACHE_MISSES: AtomicU64 = AtomicU64::new(0);
 /// Bytes the record cache holds, as of the last eviction pass or clear (approximate).
 pub static RECORD_CACHE_BYTES: AtomicU64 = AtomicU64::new(0);
 
+/// Bytes the resident tables' records take (`storage_rocks::resident`).
+pub static RESIDENT_BYTES: AtomicU64 = AtomicU64::new(0);
+/// Tables resident or being loaded.
+pub static RESIDENT_UNITS: AtomicU64 = AtomicU64::new(0);
+/// Range scans a resident table's records answered.
+pub static RESIDENT_SCANS: AtomicU64 = AtomicU64::new(0);
+
 /// Appends the record cache's counters in Prometheus's text format.
 pub fn render(out: &mut String) {
     let name = "strata_storage_record_cache_reads_total";
@@ -22,5 +29,20 @@ pub fn render(out: &mut String) {
     out.push_str(&format!(
         "# HELP {name} Bytes the record cache holds.\n# TYPE {name} gauge\n{name} {}\n",
         RECORD_CACHE_BYTES.load(Ordering::Relaxed)
+    ));
+    let name = "strata_storage_resident_bytes";
+    out.push_str(&format!(
+        "# HELP {name} Bytes the records of resident tables take.\n# TYPE {name} gauge\n{name} {}\n",
+        RESIDENT_BYTES.load(Ordering::Relaxed)
+    ));
+    let name = "strata_storage_resident_tables";
+    out.push_str(&format!(
+        "# HELP {name} Tables whose current records are held in memory (or being loaded).\n# TYPE {name} gauge\n{name} {}\n",
+        RESIDENT_UNITS.load(Ordering::Relaxed)
+    ));
+    let name = "strata_storage_resident_scans_total";
+    out.push_str(&format!(
+        "# HELP {name} Range scans answered from resident tables' records.\n# TYPE {name} counter\n{name} {}\n",
+        RESIDENT_SCANS.load(Ordering::Relaxed)
     ));
 }

@@ -288,6 +288,26 @@ pub fn split_versioned(raw: &[u8]) -> Result<(&[u8], Timestamp)> {
     Ok((k, Timestamp(!u64::from_be_bytes(b))))
 }
 
+/// The table whose encoded keys `[lower, upper)` (a cursor's bounds over the latest CF)
+/// lie in, as the encoded bounds of all its keys (rows and indexes): the unit a storage
+/// engine makes resident whole (`storage_rocks::UnitOf`). None for a range that is not
+/// within one table (catalog keys, several tables).
+pub fn table_unit(lower: &[u8], upper: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    // A table's keys start with 9 bytes (`t` and the id): encoded, a full group of 8 and
+    // its marker, then the ninth byte.
+    if lower.len() < 10 || lower[8] != 0xFF {
+        return None;
+    }
+    let mut head = [0u8; 9];
+    head[..8].copy_from_slice(&lower[..8]);
+    head[8] = lower[9];
+    let table = strata_codec::keys::table_of(&head)?;
+    let prefix = strata_codec::keys::table_prefix(table);
+    let start = encode_user_key(&prefix);
+    let end = encode_user_key(&strata_codec::keys::prefix_end(&prefix));
+    (lower >= start.as_slice() && upper <= end.as_slice() && lower < upper).then_some((start, end))
+}
+
 /// Decodes a group-encoded user key.
 pub fn decode_user_key(encoded: &[u8]) -> Result<Vec<u8>> {
     let mut input = encoded;
@@ -297,6 +317,32 @@ pub fn decode_user_key(encoded: &[u8]) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_unit_holds_its_rows_and_indexes_and_nothing_else() {
+        use strata_codec::keys::{index_prefix, prefix_end, row_prefix, table_prefix};
+        use strata_common::{IndexId, TableId};
+        let t = TableId(42);
+        let rows = (encode_user_key(&row_prefix(t)), encode_user_key(&prefix_end(&row_prefix(t))));
+        let (start, end) = table_unit(&rows.0, &rows.1).expect("a row range is in its table");
+        let idx = encode_user_key(&index_prefix(t, IndexId(3)));
+        assert!(idx >= start && idx < end, "index entries are in the unit");
+        assert!(rows.0 >= start && rows.1 <= end);
+        // The neighbours' keys are outside.
+        for other in [TableId(41), TableId(43)] {
+            let k = encode_user_key(&row_prefix(other));
+            assert!(k < start || k >= end, "{other:?}'s rows are outside");
+        }
+        // A range spanning two tables, or catalog keys, has no unit.
+        let next = encode_user_key(&prefix_end(&table_prefix(TableId(43))));
+        assert_eq!(table_unit(&rows.0, &next), None);
+        assert_eq!(table_unit(&encode_user_key(b"mcatalog"), &encode_user_key(b"mcatalog\xff")), None);
+        // A large id (a byte that is 0xFF in the id) still has its own unit.
+        let big = TableId(0x00FF_FFFF_FFFF_FF00);
+        let r = (encode_user_key(&row_prefix(big)), encode_user_key(&prefix_end(&row_prefix(big))));
+        let (s2, e2) = table_unit(&r.0, &r.1).expect("unit");
+        assert!(r.0 >= s2 && r.1 <= e2);
+    }
 
     #[test]
     fn records_round_trip_and_versions_sort_newest_first() {

@@ -548,78 +548,90 @@ impl MvccStore {
         // that will commit above `ts`.
         let blocking = self.locks.find_in_range(start, end, |l| Self::blocks_read(l, ts));
         let (enc_start, enc_end) = (encode_user_key(start), encode_user_key(end));
-        // Registered before the cursor pins its snapshot (`empty_ranges`).
-        let mut ticket = if limit > 0 { self.empty.begin(&enc_start, &enc_end) } else { None };
-        let mut latest = self.engine.cursor(Cf::Latest, &enc_start, &enc_end)?;
-        // Asked once the cursor has pinned its snapshot (`prune`).
-        let mut pruned = match self.prune.below_floor(since) {
-            true => Some(self.engine.cursor(Cf::Write, &enc_start, &enc_end)?),
-            false => None,
-        };
-        let mut older: Option<Box<dyn Cursor + '_>> = None;
-        let mut out = Vec::new();
-        if limit > 0 {
-            if let Some(p) = &mut pruned {
-                ticket = None; // a pruned Delete's key has no record, yet is not empty here
-                p.seek(&enc_start);
-            }
-            match ticket {
-                Some(t) => {
-                    latest.seek(t.seek.as_deref().filter(|s| *s > enc_start.as_slice()).unwrap_or(&enc_start));
-                    let first = if latest.valid()? { latest.key() } else { &enc_end };
-                    self.empty.finish(t, &enc_start, first);
-                }
-                None => {
-                    let skipped = latest.seek_counting(&enc_start);
-                    if pruned.is_none() && skipped > crate::empty_ranges::SLOW_SEEK_SKIPS {
-                        self.empty.note_slow(&enc_start);
-                    }
-                }
-            }
-        }
-        while out.len() < limit {
-            let next = if latest.valid()? { Some(latest.key()) } else { None };
-            if let Some(p) = &mut pruned {
-                if p.valid()? {
-                    let k = split_versioned(p.key())?.0.to_vec();
-                    if next.is_none_or(|l| k.as_slice() < l) {
-                        // Versions without a latest record: a pruned Delete is the newest.
-                        if let Some((commit_ts, w)) = Self::pruned_record(&mut **p, &k, ts, check)? {
-                            if let Some(t) = visit(&k, commit_ts, w, None)? {
-                                out.push(t);
-                            }
-                        }
-                        p.seek(&past_versions(&k));
-                        continue;
-                    }
-                    if next == Some(k.as_slice()) {
-                        p.seek(&past_versions(&k)); // read through its latest record below
-                    }
-                }
-            }
-            let Some(enc) = next else { break };
-            let raw = latest.value();
-            let (commit_ts, w) = split_latest(raw)?;
-            let entry = if commit_ts <= ts {
-                visit(enc, commit_ts, w, Some(raw))?
-            } else if check {
-                return Err(newer_version(&decode_user_key(enc)?, ts, commit_ts));
-            } else {
-                let c = match &mut older {
-                    Some(c) => c,
-                    None => older.insert(self.engine.cursor(Cf::Write, &enc_start, &enc_end)?),
-                };
-                c.seek(&versioned(enc, ts));
-                match Self::data_record(&mut **c, enc)? {
-                    Some((commit_ts, w)) => visit(enc, commit_ts, w, None)?,
-                    None => None,
-                }
+        // A resident table's cursor (`storage_rocks::resident`) is live, not a snapshot: a
+        // pruned Delete can leave it during the walk. So the floor is asked again after the
+        // walk, and if it has passed `since` meanwhile the walk is made again with the write
+        // CF's view of pruned keys (rare: the floor stays below every known reader).
+        let mut below_floor = false;
+        let out = loop {
+            // Registered before the cursor pins its snapshot (`empty_ranges`).
+            let mut ticket = if limit > 0 { self.empty.begin(&enc_start, &enc_end) } else { None };
+            let mut latest = self.engine.cursor(Cf::Latest, &enc_start, &enc_end)?;
+            // Asked once the cursor has pinned its snapshot (`prune`).
+            let mut pruned = match below_floor || self.prune.below_floor(since) {
+                true => Some(self.engine.cursor(Cf::Write, &enc_start, &enc_end)?),
+                false => None,
             };
-            if let Some(t) = entry {
-                out.push(t);
+            let mut older: Option<Box<dyn Cursor + '_>> = None;
+            let mut out = Vec::new();
+            if limit > 0 {
+                if let Some(p) = &mut pruned {
+                    ticket = None; // a pruned Delete's key has no record, yet is not empty here
+                    p.seek(&enc_start);
+                }
+                match ticket {
+                    Some(t) => {
+                        latest.seek(t.seek.as_deref().filter(|s| *s > enc_start.as_slice()).unwrap_or(&enc_start));
+                        let first = if latest.valid()? { latest.key() } else { &enc_end };
+                        self.empty.finish(t, &enc_start, first);
+                    }
+                    None => {
+                        let skipped = latest.seek_counting(&enc_start);
+                        if pruned.is_none() && skipped > crate::empty_ranges::SLOW_SEEK_SKIPS {
+                            self.empty.note_slow(&enc_start);
+                        }
+                    }
+                }
             }
-            latest.next();
-        }
+            while out.len() < limit {
+                let next = if latest.valid()? { Some(latest.key()) } else { None };
+                if let Some(p) = &mut pruned {
+                    if p.valid()? {
+                        let k = split_versioned(p.key())?.0.to_vec();
+                        if next.is_none_or(|l| k.as_slice() < l) {
+                            // Versions without a latest record: a pruned Delete is the newest.
+                            if let Some((commit_ts, w)) = Self::pruned_record(&mut **p, &k, ts, check)? {
+                                if let Some(t) = visit(&k, commit_ts, w, None)? {
+                                    out.push(t);
+                                }
+                            }
+                            p.seek(&past_versions(&k));
+                            continue;
+                        }
+                        if next == Some(k.as_slice()) {
+                            p.seek(&past_versions(&k)); // read through its latest record below
+                        }
+                    }
+                }
+                let Some(enc) = next else { break };
+                let raw = latest.value();
+                let (commit_ts, w) = split_latest(raw)?;
+                let entry = if commit_ts <= ts {
+                    visit(enc, commit_ts, w, Some(raw))?
+                } else if check {
+                    return Err(newer_version(&decode_user_key(enc)?, ts, commit_ts));
+                } else {
+                    let c = match &mut older {
+                        Some(c) => c,
+                        None => older.insert(self.engine.cursor(Cf::Write, &enc_start, &enc_end)?),
+                    };
+                    c.seek(&versioned(enc, ts));
+                    match Self::data_record(&mut **c, enc)? {
+                        Some((commit_ts, w)) => visit(enc, commit_ts, w, None)?,
+                        None => None,
+                    }
+                };
+                if let Some(t) = entry {
+                    out.push(t);
+                }
+                latest.next();
+            }
+            if pruned.is_none() && self.prune.below_floor(since) {
+                below_floor = true;
+                continue;
+            }
+            break out;
+        };
         // Locks only matter up to the last key returned when the limit cut the scan short.
         let bound = if out.len() >= limit { out.last().map(|t| key_of(t).to_vec()) } else { None };
         match blocking {

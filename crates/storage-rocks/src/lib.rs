@@ -19,8 +19,11 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 mod record_cache;
+mod resident;
 
 use record_cache::{Lookup, RecordCache};
+pub use resident::UnitOf;
+use resident::{Resident, ResidentCursor};
 use rocksdb::{
     properties, BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamilyDescriptor, CompactOptions,
     DBCompressionType, DBRawIterator, DataBlockIndexType, FlushOptions, IngestExternalFileOptions, Options,
@@ -52,6 +55,8 @@ pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 512 << 20;
 const MIN_BLOCK_CACHE_BYTES: usize = 8 << 20;
 /// The latest CF's record cache's share of the block cache budget (one part in this many).
 const RECORD_CACHE_SHARE: usize = 4;
+/// The resident tables' budget, as a part of the block cache budget (on top of it).
+const RESIDENT_SHARE: usize = 4;
 
 /// Bloom filter bits per key (about 1% false positives).
 const BLOOM_BITS_PER_KEY: f64 = 10.0;
@@ -174,7 +179,8 @@ const INGEST_DIR: &str = "ingest";
 
 /// A RocksDB database opened for Strata.
 pub struct RocksEngine {
-    db: DB,
+    /// Shared with the thread that loads resident tables (`resident`).
+    db: Arc<DB>,
     /// The filter the write CF's compactions run (`Engine::set_compaction_filter`).
     write_filter: FilterSlot,
     /// Each column family's options, for the table files `ingest` writes (the same table
@@ -186,6 +192,21 @@ pub struct RocksEngine {
     load: LoadMode,
     /// The latest CF's records (see `record_cache`).
     records: RecordCache,
+    /// Often-scanned tables' latest records in key order (see `resident`), and the thread
+    /// that loads them.
+    resident: Arc<Resident>,
+    resident_budget: usize,
+    loader: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for RocksEngine {
+    fn drop(&mut self) {
+        // The loader holds the database open: it stops before the database closes.
+        self.resident.close();
+        if let Some(h) = self.loader.lock().take() {
+            let _ = h.join();
+        }
+    }
 }
 
 /// Whether bulk commits are arriving, which sizes the latest CF's memtable
@@ -365,14 +386,45 @@ impl RocksEngine {
         }
         apply_env_options(&db)?;
         Ok(RocksEngine {
-            db,
+            db: Arc::new(db),
             write_filter,
             cf_options,
             ingest_dir,
             ingest_seq: AtomicU64::new(0),
             load: LoadMode::new(),
             records,
+            resident: Arc::new(Resident::new(None, 0)),
+            resident_budget: budget / RESIDENT_SHARE,
+            loader: parking_lot::Mutex::new(None),
         })
+    }
+
+    /// Makes often-scanned units of the latest CF resident (`resident`), within a share of
+    /// the block cache budget the engine was opened with (taken on top of it); `unit_of`
+    /// says which unit a scan's bounds fall in (a table).
+    pub fn with_resident_tables(self, unit_of: UnitOf) -> Result<RocksEngine> {
+        let budget = self.resident_budget;
+        self.with_resident_budget(unit_of, budget)
+    }
+
+    /// `with_resident_tables` within `budget` bytes (0: none).
+    pub fn with_resident_budget(mut self, unit_of: UnitOf, budget: usize) -> Result<RocksEngine> {
+        let resident = Arc::new(Resident::new(Some(unit_of), budget));
+        if resident.enabled() {
+            let (db, r) = (self.db.clone(), resident.clone());
+            let h = std::thread::Builder::new()
+                .name("resident-load".into())
+                .spawn(move || run_loader(&db, &r))
+                .map_err(|e| Error::Io(format!("cannot start the resident-table loader: {e}")))?;
+            *self.loader.get_mut() = Some(h);
+        }
+        self.resident = resident;
+        Ok(self)
+    }
+
+    /// Resident tables: bytes their records take, and how many are resident or loading.
+    pub fn resident_stats(&self) -> (usize, usize) {
+        self.resident.stats()
     }
 
     /// Whether `cf` holds a key between the first and the last of `puts` (sorted). A file
@@ -446,6 +498,51 @@ impl RocksEngine {
 
     fn handle(&self, cf: Cf) -> Result<&rocksdb::ColumnFamily> {
         self.db.cf_handle(cf.name()).ok_or_else(|| Error::internal(format!("missing column family {}", cf.name())))
+    }
+}
+
+/// The resident-table loader: loads the units scans asked for (`resident`) and drops idle
+/// ones, until the engine closes.
+fn run_loader(db: &DB, resident: &Resident) {
+    let mut last_sweep = Instant::now();
+    while !resident.closed.load(Ordering::Acquire) {
+        if let Some(unit) = resident.next_to_load(resident::Resident::sweep_every()) {
+            load_unit(db, resident, &unit);
+        }
+        if last_sweep.elapsed() >= resident::Resident::sweep_every() {
+            resident.sweep();
+            last_sweep = Instant::now();
+        }
+    }
+}
+
+/// Copies a registered unit's latest-CF records into its map from one RocksDB snapshot.
+fn load_unit(db: &DB, resident: &Resident, unit: &Arc<resident::Unit>) {
+    let Some(h) = db.cf_handle(Cf::Latest.name()) else { return resident.abandon(unit) };
+    let mut ro = ReadOptions::default();
+    ro.set_total_order_seek(true);
+    ro.set_iterate_lower_bound(unit.start.to_vec());
+    ro.set_iterate_upper_bound(unit.end.to_vec());
+    ro.fill_cache(false);
+    let mut it = db.raw_iterator_cf_opt(h, ro);
+    it.seek(&unit.start);
+    loop {
+        let mut chunk = Vec::with_capacity(resident::LOAD_CHUNK);
+        while chunk.len() < resident::LOAD_CHUNK && it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
+            chunk.push((Box::from(k), Box::from(v)));
+            it.next();
+        }
+        if chunk.is_empty() {
+            break;
+        }
+        if !resident.load_chunk(unit, chunk) {
+            return;
+        }
+    }
+    match it.status() {
+        Ok(()) => resident.finish_load(unit),
+        Err(_) => resident.abandon(unit),
     }
 }
 
@@ -631,6 +728,11 @@ impl Engine for RocksEngine {
     }
 
     fn cursor(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>> {
+        if cf == Cf::Latest && self.resident.enabled() {
+            if let Some(unit) = self.resident.unit_for_scan(lower, upper) {
+                return Ok(Box::new(ResidentCursor::new(unit, lower, upper)));
+            }
+        }
         quiet();
         let mut ro = ReadOptions::default();
         ro.set_total_order_seek(true);
@@ -701,6 +803,9 @@ impl Engine for RocksEngine {
         }
         self.records.writing(&keys);
         let done = self.db.write_opt(wb, &wo).map_err(io);
+        if done.is_ok() {
+            self.resident.apply(keys.iter().copied().zip(records.iter().copied()));
+        }
         let allocate = done.is_ok() && keys.len() <= record_cache::WRITE_ALLOCATE_MAX;
         self.records.written(&keys, allocate.then_some(&records[..]));
         done
@@ -746,6 +851,9 @@ impl Engine for RocksEngine {
             o.set_move_files(true);
             self.db.ingest_external_file_cf_opts(h, &o, vec![&path])
         });
+        if ingested.is_ok() && cf == RECORD_CACHED_CF {
+            self.resident.apply(puts.iter().map(|(k, v)| (k.as_slice(), Some(v.as_slice()))));
+        }
         self.records.written(&cached, None);
         let _ = std::fs::remove_file(&path); // a moved file is gone already
         ingested.map_err(io)?;
@@ -761,6 +869,10 @@ impl Engine for RocksEngine {
     fn clear_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<()> {
         if start >= end {
             return Ok(());
+        }
+        if cf == Cf::Latest {
+            // Its files go without writes `resident` would see.
+            self.resident.drop_overlapping(start, end);
         }
         // The range goes in two steps (written when a row cache, which refuses range
         // tombstones, was set): the table files lying wholly inside it are dropped (no I/O, whatever their
@@ -784,7 +896,11 @@ impl Engine for RocksEngine {
             }
             dropped?;
         }
-        strata_storage::engine::delete_each(self, cf, start, end)
+        strata_storage::engine::delete_each(self, cf, start, end)?;
+        if cf == Cf::Latest {
+            self.resident.drop_overlapping(start, end); // one loaded meanwhile
+        }
+        Ok(())
     }
 
     fn compact_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<()> {

@@ -159,7 +159,9 @@ async fn server(args: ServerArgs) -> Result<()> {
         0 => strata_storage_rocks::DEFAULT_BLOCK_CACHE_BYTES, // RAM unknown, or "0"
         n => n,
     };
-    let rocks = match RocksEngine::open_with(&args.data_dir.join("kv"), block_cache) {
+    let opened = RocksEngine::open_with(&args.data_dir.join("kv"), block_cache)
+        .and_then(|r| r.with_resident_tables(strata_mvcc::records::table_unit));
+    let rocks = match opened {
         Ok(r) => r,
         Err(e) if e.to_string().contains("lock") => {
             bail!("data dir {} is locked by another process ({e})", args.data_dir.display())
