@@ -611,6 +611,11 @@ impl MvccStore {
                 } else if check {
                     return Err(newer_version(&decode_user_key(enc)?, ts, commit_ts));
                 } else {
+                    if latest.live() {
+                        // The version this newer record replaced moved into the write CF
+                        // with it, maybe after a write-CF cursor opened earlier in the walk.
+                        older = None;
+                    }
                     let c = match &mut older {
                         Some(c) => c,
                         None => older.insert(self.engine.cursor(Cf::Write, &enc_start, &enc_end)?),

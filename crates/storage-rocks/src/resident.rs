@@ -24,7 +24,9 @@
 //! locks order them). A resident cursor is live, not a snapshot: it sees each key's record
 //! as of its creation or later. That is all an MVCC reader needs — a record committed at
 //! or below its timestamp is in place before its read starts (the lock it checks first),
-//! and a newer one sends it to the write CF for the version it wants — except where a
+//! and a newer one sends it to the write CF for the version it wants — provided the reader
+//! opens its write-CF cursor after it saw the newer record (`Cursor::live`: a cursor opened
+//! earlier may predate the batch that moved the old version there), and except where a
 //! record leaves: see `MvccStore::walk_keys` for the prune floor re-checked after a walk.
 //!
 //! Loading. A unit is registered (writes start to reach its map) before the loader opens
@@ -241,6 +243,7 @@ impl Resident {
             self.count.store(units.len(), Ordering::Release);
             RESIDENT_UNITS.store(units.len() as u64, Ordering::Relaxed);
         }
+        std::sync::atomic::fence(Ordering::SeqCst);
         self.queue.lock().push(unit);
         self.wake.notify_one();
     }
@@ -360,6 +363,9 @@ impl Resident {
     /// Brings the registered units up to date with latest-CF writes RocksDB has applied:
     /// `(key, Some(record))` for a put, `(key, None)` for a deletion, in batch order.
     pub(crate) fn apply<'a>(&self, ops: impl IntoIterator<Item = (&'a [u8], Option<&'a [u8]>)>) {
+        // Against the registration's fence: a write RocksDB applied after the loader's
+        // snapshot sees the unit registered.
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self.count.load(Ordering::Acquire) == 0 {
             return;
         }
@@ -564,6 +570,10 @@ impl Cursor for ResidentCursor {
 
     fn valid(&self) -> Result<bool> {
         Ok(self.pos < self.ends.len())
+    }
+
+    fn live(&self) -> bool {
+        true
     }
 
     fn key(&self) -> &[u8] {

@@ -90,6 +90,14 @@ pub trait Cursor {
     fn key(&self) -> &[u8];
     /// The current value (only when valid).
     fn value(&self) -> &[u8];
+    /// Whether the cursor shows writes made after it was created (a resident table's,
+    /// `storage_rocks::resident`) rather than a snapshot: each key as of the cursor's
+    /// creation or later. A reader that looks in another cursor for what a record it saw
+    /// here implies (the version a newer record moved into the write CF) must open that
+    /// cursor after seeing the record.
+    fn live(&self) -> bool {
+        false
+    }
     /// Whether the last seek or step gave up (not valid, not at the end) because it would
     /// have stepped over more deleted entries than the cursor's limit (`Engine::cursor_limited`).
     fn gave_up(&self) -> bool {
