@@ -549,19 +549,29 @@ impl MvccStore {
         let blocking = self.locks.find_in_range(start, end, |l| Self::blocks_read(l, ts));
         let (enc_start, enc_end) = (encode_user_key(start), encode_user_key(end));
         // A resident table's cursor (`storage_rocks::resident`) is live, not a snapshot: a
-        // pruned Delete can leave it during the walk. So the floor is asked again after the
-        // walk, and if it has passed `since` meanwhile the walk is made again with the write
-        // CF's view of pruned keys (rare: the floor stays below every known reader).
+        // pruned Delete can leave it during the walk, and a Delete committed and pruned
+        // during the walk would be in neither it nor the write-CF cursor opened at the
+        // start. So a walk below the floor reads a snapshot of the latest CF, and the floor
+        // is asked again after a walk on a live cursor: if it has passed `since` meanwhile,
+        // the walk is made again below the floor (rare: the floor stays below every known
+        // reader).
         let mut below_floor = false;
         let out = loop {
             // Registered before the cursor pins its snapshot (`empty_ranges`).
             let mut ticket = if limit > 0 { self.empty.begin(&enc_start, &enc_end) } else { None };
-            let mut latest = self.engine.cursor(Cf::Latest, &enc_start, &enc_end)?;
+            let mut latest = match below_floor {
+                true => self.engine.snapshot_cursor(Cf::Latest, &enc_start, &enc_end)?,
+                false => self.engine.cursor(Cf::Latest, &enc_start, &enc_end)?,
+            };
             // Asked once the cursor has pinned its snapshot (`prune`).
             let mut pruned = match below_floor || self.prune.below_floor(since) {
                 true => Some(self.engine.cursor(Cf::Write, &enc_start, &enc_end)?),
                 false => None,
             };
+            if pruned.is_some() && latest.live() {
+                below_floor = true;
+                continue;
+            }
             let mut older: Option<Box<dyn Cursor + '_>> = None;
             let mut out = Vec::new();
             if limit > 0 {

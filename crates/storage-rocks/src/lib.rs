@@ -733,6 +733,10 @@ impl Engine for RocksEngine {
                 return Ok(Box::new(ResidentCursor::new(unit, lower, upper)));
             }
         }
+        self.snapshot_cursor(cf, lower, upper)
+    }
+
+    fn snapshot_cursor(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>> {
         quiet();
         let mut ro = ReadOptions::default();
         ro.set_total_order_seek(true);

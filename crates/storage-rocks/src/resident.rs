@@ -27,7 +27,8 @@
 //! and a newer one sends it to the write CF for the version it wants — provided the reader
 //! opens its write-CF cursor after it saw the newer record (`Cursor::live`: a cursor opened
 //! earlier may predate the batch that moved the old version there), and except where a
-//! record leaves: see `MvccStore::walk_keys` for the prune floor re-checked after a walk.
+//! record leaves: see `MvccStore::walk_keys` for the prune floor re-checked after a walk
+//! (and `Engine::snapshot_cursor`, which a walk below the floor uses instead).
 //!
 //! Loading. A unit is registered (writes start to reach its map) before the loader opens
 //! its RocksDB iterator, whose snapshot therefore holds every write that reached no map.
@@ -726,7 +727,10 @@ mod tests {
         }
         e.write(b, false).expect("write");
         load(&e, b"a", b"b");
+        let snapshot = e.snapshot_cursor(Cf::Latest, &key(100), &key(1_501)).expect("cursor");
+        assert!(!snapshot.live(), "a snapshot cursor reads RocksDB");
         let mut c = e.cursor(Cf::Latest, &key(100), &key(1_501)).expect("cursor");
+        assert!(c.live());
         c.seek(&key(0)); // before the lower bound: starts there
         assert_eq!(c.key(), key(100).as_slice());
         c.seek(&key(101)); // between keys

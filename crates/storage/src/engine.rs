@@ -159,6 +159,11 @@ pub trait Engine: Send + Sync + 'static {
     }
     /// Opens a cursor over `[lower, upper)`, positioned nowhere (call `seek`).
     fn cursor(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>>;
+    /// A cursor like `cursor` that is a snapshot (sees the engine as of its creation) even
+    /// where `cursor` gives a live one (`Cursor::live`).
+    fn snapshot_cursor(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>> {
+        self.cursor(cf, lower, upper)
+    }
     /// A cursor like `cursor`, except that a seek or step that would step over more than
     /// `max_skips` deleted (or overwritten) entries stops and reports `gave_up`, so one cursor
     /// can serve many keys without ever walking a long run of deletions. Engines without
