@@ -17,7 +17,7 @@ pub static RESIDENT_UNITS: AtomicU64 = AtomicU64::new(0);
 /// Range scans a resident table's records answered.
 pub static RESIDENT_SCANS: AtomicU64 = AtomicU64::new(0);
 
-/// Appends the record cache's counters in Prometheus's text format.
+/// Appends the storage engine's counters in Prometheus's text format.
 pub fn render(out: &mut String) {
     let name = "strata_storage_record_cache_reads_total";
     out.push_str(&format!(
@@ -25,24 +25,26 @@ pub fn render(out: &mut String) {
     ));
     out.push_str(&format!("{name}{{result=\"hit\"}} {}\n", RECORD_CACHE_HITS.load(Ordering::Relaxed)));
     out.push_str(&format!("{name}{{result=\"miss\"}} {}\n", RECORD_CACHE_MISSES.load(Ordering::Relaxed)));
-    let name = "strata_storage_record_cache_bytes";
-    out.push_str(&format!(
-        "# HELP {name} Bytes the record cache holds.\n# TYPE {name} gauge\n{name} {}\n",
-        RECORD_CACHE_BYTES.load(Ordering::Relaxed)
-    ));
-    let name = "strata_storage_resident_bytes";
-    out.push_str(&format!(
-        "# HELP {name} Bytes the records of resident tables take.\n# TYPE {name} gauge\n{name} {}\n",
-        RESIDENT_BYTES.load(Ordering::Relaxed)
-    ));
-    let name = "strata_storage_resident_tables";
-    out.push_str(&format!(
-        "# HELP {name} Tables whose current records are held in memory (or being loaded).\n# TYPE {name} gauge\n{name} {}\n",
-        RESIDENT_UNITS.load(Ordering::Relaxed)
-    ));
-    let name = "strata_storage_resident_scans_total";
-    out.push_str(&format!(
-        "# HELP {name} Range scans answered from resident tables' records.\n# TYPE {name} counter\n{name} {}\n",
-        RESIDENT_SCANS.load(Ordering::Relaxed)
-    ));
+    let one = [
+        ("strata_storage_record_cache_bytes", "gauge", "Bytes the record cache holds.", &RECORD_CACHE_BYTES),
+        ("strata_storage_resident_bytes", "gauge", "Bytes the records of resident tables take.", &RESIDENT_BYTES),
+        (
+            "strata_storage_resident_tables",
+            "gauge",
+            "Tables whose current records are held in memory (or being loaded).",
+            &RESIDENT_UNITS,
+        ),
+        (
+            "strata_storage_resident_scans_total",
+            "counter",
+            "Range scans answered from resident tables' records.",
+            &RESIDENT_SCANS,
+        ),
+    ];
+    for (name, kind, help, value) in one {
+        out.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}\n",
+            value.load(Ordering::Relaxed)
+        ));
+    }
 }

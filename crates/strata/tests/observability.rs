@@ -96,6 +96,26 @@ async fn metrics_are_prometheus_text_counting_statements_phases_plan_cache_and_w
     let rows: Vec<(i64, i64)> = c.query("SELECT id, v FROM m.t").await.expect("select");
     assert_eq!(rows, vec![(1, 11)]);
 
+    // A table scanned again and again becomes resident: its scans read its records from
+    // memory, and see every write from then on.
+    let resident = |s: &prometheus_parse::Scrape| value(s, "strata_storage_resident_scans_total", None);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut v = 11;
+    while resident(&scrape()) - resident(&before) < 3.0 {
+        assert!(std::time::Instant::now() < deadline, "the table did not become resident");
+        v += 1;
+        c.query_drop(format!("UPDATE m.t SET v = {v} WHERE id = 1")).await.expect("update");
+        let rows: Vec<(i64, i64)> = c.query("SELECT id, v FROM m.t").await.expect("select");
+        assert_eq!(rows, vec![(1, v)]);
+    }
+    let now = scrape();
+    assert!(value(&now, "strata_storage_resident_tables", None) >= 1.0);
+    assert!(value(&now, "strata_storage_resident_bytes", None) > 0.0);
+    c.query_drop("INSERT INTO m.t VALUES (3, 30)").await.expect("insert");
+    c.query_drop("DELETE FROM m.t WHERE id = 1").await.expect("delete");
+    let rows: Vec<(i64, i64)> = c.query("SELECT id, v FROM m.t").await.expect("select");
+    assert_eq!(rows, vec![(3, 30)]);
+
     // The Grafana dashboard in the repository charts only metrics the server exports.
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/grafana/strata.json");
     let dashboard: serde_json::Value =
