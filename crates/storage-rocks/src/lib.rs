@@ -692,7 +692,10 @@ impl Engine for RocksEngine {
         match self.records.lookup(key) {
             Lookup::Hit(record) => Ok(record),
             Lookup::Miss(ticket) => {
-                let record = self.db.get_cf(self.handle(cf)?, key).map_err(io)?;
+                let record = match self.resident.get(key) {
+                    Some(record) => record,
+                    None => self.db.get_cf(self.handle(cf)?, key).map_err(io)?,
+                };
                 self.records.fill(key, ticket, record.as_deref());
                 Ok(record)
             }
@@ -715,6 +718,15 @@ impl Engine for RocksEngine {
                 }
             }
         }
+        // Keys of resident tables are answered from their maps.
+        missed.retain(|(i, ticket)| match self.resident.get(keys[*i]) {
+            Some(record) => {
+                self.records.fill(keys[*i], *ticket, record.as_deref());
+                out[*i] = record;
+                false
+            }
+            None => true,
+        });
         if missed.is_empty() {
             return Ok(out);
         }

@@ -179,6 +179,19 @@ impl Resident {
         self.unit_of.is_some()
     }
 
+    /// `key`'s record if a ready unit holds the key's range: `Some(None)` when the key has
+    /// none (what RocksDB would answer, without looking in every level); None when no ready
+    /// unit covers it.
+    pub(crate) fn get(&self, key: &[u8]) -> Option<Option<Vec<u8>>> {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let units = self.units.read();
+        let unit = find(&units, key).filter(|u| u.holds(key) && u.is_ready())?;
+        let e = unit.map.read();
+        Some(e.map.get(key).and_then(|r| r.as_deref()).map(<[u8]>::to_vec))
+    }
+
     /// The ready unit `[lower, upper)` lies in, counting the scan; or, when there is none,
     /// counts the scan toward loading the unit it falls in.
     pub(crate) fn unit_for_scan(&self, lower: &[u8], upper: &[u8]) -> Option<Arc<Unit>> {
@@ -715,6 +728,16 @@ mod tests {
         }
         let (resident, rocks) = both(&e, lower, upper);
         assert!(resident == rocks, "the resident map differs from RocksDB after writes");
+        // Point reads (present and absent keys) answer what RocksDB holds.
+        let h = e.db.cf_handle(Cf::Latest.name()).expect("latest");
+        let keys: Vec<Vec<u8>> = (0..3_000).map(|i| key(i * 7)).collect();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let many = e.multi_get(Cf::Latest, &refs).expect("multi_get");
+        for (k, got) in keys.iter().zip(many) {
+            let want = e.db.get_cf(h, k).expect("rocksdb get");
+            assert_eq!(got, want, "multi_get of {k:?}");
+            assert_eq!(e.get(Cf::Latest, k).expect("get"), want, "get of {k:?}");
+        }
     }
 
     #[test]
