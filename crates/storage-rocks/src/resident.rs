@@ -39,7 +39,8 @@
 //! Bounds. Bytes are counted per entry; when the units together pass the budget the
 //! least-scanned one is dropped, and a unit a load could not fit waits (doubling, up to
 //! `MAX_BACKOFF`) before it is tried again. A unit nobody scanned for `IDLE_SWEEPS` sweeps
-//! is dropped too: keeping it costs every write to it a map update.
+//! is dropped too, with the same back-off: keeping it costs every write to it a map update,
+//! and a unit scanned in bursts would be loaded again at every burst.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
@@ -462,7 +463,9 @@ impl Resident {
             if u.scans.swap(0, Ordering::Relaxed) > 0 {
                 u.idle.store(0, Ordering::Relaxed);
             } else if u.idle.fetch_add(1, Ordering::Relaxed) + 1 >= u64::from(IDLE_SWEEPS) {
-                self.drop_unit(&u, false);
+                // With the back-off: a table scanned in bursts (a background ANALYZE reads
+                // dozens of sampled pieces) would otherwise be loaded again at each burst.
+                self.drop_unit(&u, true);
             }
         }
     }
