@@ -11,7 +11,7 @@
 set -u
 BIN=$1; WARM=${2:-3000}; N=${3:-400}
 SNAP=${SNAP:-/tmp/strata-cg-snap}; PORT=${PORT:-4611}; STATUS=$((PORT + 1)); WORK=${SNAP}.rw
-wait_up() { for _ in $(seq 600); do mysql -h127.0.0.1 -P$PORT -uroot -e "select 1" >/dev/null 2>&1 && return; sleep 0.5; done; echo "server did not start" >&2; exit 1; }
+. "$(dirname "$0")/callgrind-common.sh"
 settled() {
   local prev=x cur
   for _ in $(seq 120); do
@@ -20,15 +20,7 @@ settled() {
     prev=$cur; sleep 5
   done
 }
-SB="--mysql-host=127.0.0.1 --mysql-port=$PORT --mysql-user=root --mysql-db=sbtest --tables=4 --table-size=100000"
-if [ ! -d "$SNAP" ]; then
-  mkdir -p "$SNAP"
-  $BIN server --port $PORT --status-port 0 --data-dir "$SNAP" > "$SNAP.log" 2>&1 &
-  SP=$!; wait_up
-  mysql -h127.0.0.1 -P$PORT -uroot -e "create database sbtest"
-  sysbench oltp_point_select $SB --threads=4 prepare >/dev/null
-  kill $SP; wait $SP
-fi
+snapshot
 rm -rf "$WORK"; cp -a "$SNAP" "$WORK"
 OUT=$(mktemp -d)
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$OUT/cg.%p \

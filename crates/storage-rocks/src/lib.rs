@@ -501,15 +501,24 @@ impl RocksEngine {
     }
 }
 
+/// Read options of a total-order iterator over `[lower, upper)`.
+fn bounded(lower: &[u8], upper: &[u8]) -> ReadOptions {
+    let mut ro = ReadOptions::default();
+    ro.set_total_order_seek(true);
+    ro.set_iterate_lower_bound(lower.to_vec());
+    ro.set_iterate_upper_bound(upper.to_vec());
+    ro
+}
+
 /// The resident-table loader: loads the units scans asked for (`resident`) and drops idle
 /// ones, until the engine closes.
 fn run_loader(db: &DB, resident: &Resident) {
     let mut last_sweep = Instant::now();
     while !resident.closed.load(Ordering::Acquire) {
-        if let Some(unit) = resident.next_to_load(resident::Resident::sweep_every()) {
+        if let Some(unit) = resident.next_to_load(resident::SWEEP_EVERY) {
             load_unit(db, resident, &unit);
         }
-        if last_sweep.elapsed() >= resident::Resident::sweep_every() {
+        if last_sweep.elapsed() >= resident::SWEEP_EVERY {
             resident.sweep();
             last_sweep = Instant::now();
         }
@@ -519,10 +528,7 @@ fn run_loader(db: &DB, resident: &Resident) {
 /// Copies a registered unit's latest-CF records into its map from one RocksDB snapshot.
 fn load_unit(db: &DB, resident: &Resident, unit: &Arc<resident::Unit>) {
     let Some(h) = db.cf_handle(Cf::Latest.name()) else { return resident.abandon(unit) };
-    let mut ro = ReadOptions::default();
-    ro.set_total_order_seek(true);
-    ro.set_iterate_lower_bound(unit.start.to_vec());
-    ro.set_iterate_upper_bound(unit.end.to_vec());
+    let mut ro = bounded(&unit.start, &unit.end);
     ro.fill_cache(false);
     let mut it = db.raw_iterator_cf_opt(h, ro);
     it.seek(&unit.start);
@@ -750,11 +756,7 @@ impl Engine for RocksEngine {
 
     fn snapshot_cursor(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>> {
         quiet();
-        let mut ro = ReadOptions::default();
-        ro.set_total_order_seek(true);
-        ro.set_iterate_lower_bound(lower.to_vec());
-        ro.set_iterate_upper_bound(upper.to_vec());
-        let it = self.db.raw_iterator_cf_opt(self.handle(cf)?, ro);
+        let it = self.db.raw_iterator_cf_opt(self.handle(cf)?, bounded(lower, upper));
         Ok(Box::new(RocksCursor { it, versions_start: None }))
     }
 
@@ -779,10 +781,7 @@ impl Engine for RocksEngine {
 
     fn cursor_limited(&self, cf: Cf, lower: &[u8], upper: &[u8], max_skips: u64) -> Result<Box<dyn Cursor + '_>> {
         quiet();
-        let mut ro = ReadOptions::default();
-        ro.set_total_order_seek(true);
-        ro.set_iterate_lower_bound(lower.to_vec());
-        ro.set_iterate_upper_bound(upper.to_vec());
+        let mut ro = bounded(lower, upper);
         ro.set_max_skippable_internal_keys(max_skips.max(1));
         let it = self.db.raw_iterator_cf_opt(self.handle(cf)?, ro);
         Ok(Box::new(RocksCursor { it, versions_start: None }))
@@ -896,11 +895,7 @@ impl Engine for RocksEngine {
         // of keys a dropped file held) is deleted key by key. DeleteFilesInRange includes
         // its upper bound, so it is given the range's last key instead of `end`.
         let h = self.handle(cf)?;
-        let mut ro = ReadOptions::default();
-        ro.set_total_order_seek(true);
-        ro.set_iterate_lower_bound(start.to_vec());
-        ro.set_iterate_upper_bound(end.to_vec());
-        let mut it = self.db.raw_iterator_cf_opt(h, ro);
+        let mut it = self.db.raw_iterator_cf_opt(h, bounded(start, end));
         it.seek_to_last();
         let last = it.valid().then(|| it.key().map(<[u8]>::to_vec)).flatten();
         it.status().map_err(io)?;
@@ -953,10 +948,7 @@ impl Engine for RocksEngine {
         seed: u64,
     ) -> Result<Option<(Vec<strata_storage::sample::Piece>, u64)>> {
         let handle = self.handle(cf)?;
-        let mut ro = ReadOptions::default();
-        ro.set_total_order_seek(true);
-        ro.set_iterate_lower_bound(lower.to_vec());
-        ro.set_iterate_upper_bound(upper.to_vec());
+        let mut ro = bounded(lower, upper);
         // Only keys are wanted: do not fill the block cache with what a sample passes.
         ro.fill_cache(false);
         let mut space = RocksKeySpace { db: &self.db, handle, it: self.db.raw_iterator_cf_opt(handle, ro) };

@@ -61,7 +61,7 @@ pub(crate) const SCANS_TO_LOAD: u32 = 16;
 /// The window over which scans of a unit not yet resident are counted.
 const SCAN_WINDOW: Duration = Duration::from_secs(10);
 /// How often the loader thread looks for idle units.
-const SWEEP_EVERY: Duration = Duration::from_secs(10);
+pub(crate) const SWEEP_EVERY: Duration = Duration::from_secs(10);
 /// Sweeps without a scan after which a unit is dropped.
 const IDLE_SWEEPS: u32 = 6;
 /// The first wait before a unit that did not fit is tried again, and the longest.
@@ -378,6 +378,9 @@ impl Resident {
     /// Brings the registered units up to date with latest-CF writes RocksDB has applied:
     /// `(key, Some(record))` for a put, `(key, None)` for a deletion, in batch order.
     pub(crate) fn apply<'a>(&self, ops: impl IntoIterator<Item = (&'a [u8], Option<&'a [u8]>)>) {
+        if !self.enabled() {
+            return;
+        }
         // Against the registration's fence: a write RocksDB applied after the loader's
         // snapshot sees the unit registered.
         std::sync::atomic::fence(Ordering::SeqCst);
@@ -468,10 +471,6 @@ impl Resident {
                 self.drop_unit(&u, true);
             }
         }
-    }
-
-    pub(crate) fn sweep_every() -> Duration {
-        SWEEP_EVERY
     }
 
     /// Whether a cursor over `[lower, upper)` would read a ready unit (not counted as a scan).
