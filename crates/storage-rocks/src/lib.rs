@@ -1,5 +1,6 @@
 //! The RocksDB implementation of `storage::Engine`: one column family per `Cf`, pipelined
-//! writes, LZ4 compression below the two top levels. Commits write unsynced and then share a WAL fsync
+//! writes, no compression of current rows (the latest CF), LZ4 below the two top levels of
+//! the other column families. Commits write unsynced and then share a WAL fsync
 //! (`Engine::sync_wal`) through `mvcc::group_sync`; other synced writes go through
 //! RocksDB's write groups.
 //!
@@ -127,10 +128,10 @@ impl LatestSizes {
 /// session 31). RocksDB's default, kept explicit.
 const LATEST_L0_COMPACTION_TRIGGER: i32 = 4;
 
-/// Compression by LSM level: none for the two levels every write passes through (a flush
-/// writes level 0, and level 0 is compacted into level 1 soon after), LZ4 below, where the
-/// data stays. Compressing level 0 took a tenth of the server's CPU during bulk loads
-/// (TiKV's defaults are the same for the upper levels).
+/// Compression by LSM level of the write, data, lock and raw CFs: none for the two levels
+/// every write passes through (a flush writes level 0, and level 0 is compacted into level 1
+/// soon after), LZ4 below, where the data stays. Compressing level 0 took a tenth of the
+/// server's CPU during bulk loads (TiKV's defaults are the same for the upper levels).
 const COMPRESSION_PER_LEVEL: [DBCompressionType; 7] = [
     DBCompressionType::None,
     DBCompressionType::None,
@@ -140,6 +141,15 @@ const COMPRESSION_PER_LEVEL: [DBCompressionType; 7] = [
     DBCompressionType::Lz4,
     DBCompressionType::Lz4,
 ];
+
+/// The latest CF's compression: none at any level, as InnoDB stores its pages. The latest
+/// CF holds every table's current rows, which an OLTP workload updates all over the key
+/// space, so its compactions rewrite them again and again: under TPC-C, compressing them
+/// and decompressing them again (compaction inputs, block-cache misses) were 6.5% of the
+/// server's instructions, for a quarter less disk (a 4-warehouse load: 706 MB instead of
+/// 525 MB). `STRATA_ROCKSDB_OPTIONS=latest.compression_per_level=...` turns LZ4 back on
+/// for files written from then on (BENCHMARKS.md, session 50).
+const LATEST_COMPRESSION: [DBCompressionType; 7] = [DBCompressionType::None; 7];
 
 /// WAL kept before RocksDB flushes the column families that pin its oldest file.
 const MAX_TOTAL_WAL_BYTES: u64 = 256 << 20;
@@ -349,7 +359,8 @@ impl RocksEngine {
             .iter()
             .map(|&cf| {
                 let mut o = Options::default();
-                o.set_compression_per_level(&COMPRESSION_PER_LEVEL);
+                let compression = if cf == Cf::Latest { &LATEST_COMPRESSION } else { &COMPRESSION_PER_LEVEL };
+                o.set_compression_per_level(compression);
                 let mut table = BlockBasedOptions::default();
                 table.set_block_cache(&cache);
                 match cf {
