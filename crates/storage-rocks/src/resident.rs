@@ -32,9 +32,11 @@
 //!
 //! Loading. A unit is registered (writes start to reach its map) before the loader opens
 //! its RocksDB iterator, whose snapshot therefore holds every write that reached no map.
-//! The loader inserts a record only where the map has none; while it loads, a deletion
-//! leaves a marker (`None`) so the loader does not bring back what was deleted after its
-//! snapshot. When the loader is done it drops the markers and marks the unit ready.
+//! The loader keeps what it reads aside, in key order, while writes go to the map; a
+//! deletion leaves a marker (`None`) there so that the loaded record it supersedes does not
+//! come back. When the loader is done the map is built from its records in one pass (they
+//! are sorted), what was written meanwhile goes over them (markers removing theirs), and
+//! the unit is marked ready.
 //!
 //! Bounds. Bytes are counted per entry; when the units together pass the budget the
 //! least-scanned one is dropped, and a unit a load could not fit waits (doubling, up to
@@ -103,6 +105,11 @@ pub(crate) struct Unit {
 /// A unit's records: `None` marks a key deleted while the unit loads.
 struct Entries {
     map: BTreeMap<Box<[u8]>, Option<Box<[u8]>>>,
+    /// What the loader read so far, in key order: the map is built from it in one pass when
+    /// the load ends (inserting each record as it came searched the map for every key, more
+    /// than half of a load's instructions).
+    loaded: Vec<Record>,
+    /// Of the map and `loaded`.
     bytes: usize,
 }
 
@@ -111,7 +118,7 @@ impl Unit {
         Unit {
             start: start.into(),
             end: end.into(),
-            map: RwLock::new(Entries { map: BTreeMap::new(), bytes: 0 }),
+            map: RwLock::new(Entries { map: BTreeMap::new(), loaded: Vec::new(), bytes: 0 }),
             ready: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
             scans: AtomicU64::new(0),
@@ -279,8 +286,8 @@ impl Resident {
         q.pop()
     }
 
-    /// Inserts a chunk the loader read, where the map has no entry yet. False if the
-    /// unit was dropped meanwhile or the budget is used up (the unit is then dropped).
+    /// Keeps a chunk the loader read (after the chunks before it in key order). False if
+    /// the unit was dropped meanwhile or the budget is used up (the unit is then dropped).
     pub(crate) fn load_chunk(&self, unit: &Arc<Unit>, chunk: Vec<Record>) -> bool {
         let total = {
             let mut e = unit.map.write();
@@ -288,13 +295,8 @@ impl Resident {
             if unit.dropped.load(Ordering::Acquire) || self.closed.load(Ordering::Acquire) {
                 return false;
             }
-            let mut added = 0;
-            for (k, v) in chunk {
-                if let std::collections::btree_map::Entry::Vacant(slot) = e.map.entry(k) {
-                    added += entry_cost(slot.key(), Some(&v));
-                    slot.insert(Some(v));
-                }
-            }
+            let added: usize = chunk.iter().map(|(k, v)| entry_cost(k, Some(v))).sum();
+            e.loaded.extend(chunk);
             e.bytes += added;
             self.bytes.fetch_add(added, Ordering::AcqRel) + added
         };
@@ -306,19 +308,39 @@ impl Resident {
         true
     }
 
-    /// Ends a load: the deletion markers go, the unit serves scans.
+    /// Ends a load: the map becomes the loaded records with what was written meanwhile
+    /// over them (the deletion markers remove theirs and go), and the unit serves scans.
     pub(crate) fn finish_load(&self, unit: &Arc<Unit>) {
+        let loaded = {
+            let mut e = unit.map.write();
+            if unit.dropped.load(Ordering::Acquire) {
+                return;
+            }
+            std::mem::take(&mut e.loaded)
+        };
+        // One RocksDB iterator's keys, sorted and distinct: built in one pass, outside the
+        // lock (writes meanwhile go to the map, applied over it below).
+        let mut built: BTreeMap<Box<[u8]>, Option<Box<[u8]>>> = loaded.into_iter().map(|(k, v)| (k, Some(v))).collect();
         let mut e = unit.map.write();
         if unit.dropped.load(Ordering::Acquire) {
             return;
         }
         let mut freed = 0;
-        e.map.retain(|k, v| {
-            if v.is_none() {
-                freed += entry_cost(k, None);
+        for (k, written) in std::mem::take(&mut e.map) {
+            if let Some(Some(old)) = built.get(&k) {
+                freed += entry_cost(&k, Some(old));
             }
-            v.is_some()
-        });
+            match written {
+                Some(v) => {
+                    built.insert(k, Some(v));
+                }
+                None => {
+                    freed += entry_cost(&k, None);
+                    built.remove(&k);
+                }
+            }
+        }
+        e.map = built;
         e.bytes -= freed;
         self.bytes.fetch_sub(freed, Ordering::AcqRel);
         unit.ready.store(true, Ordering::Release);
