@@ -44,6 +44,7 @@
 //! is dropped too, with the same back-off: keeping it costs every write to it a map update,
 //! and a unit scanned in bursts would be loaded again at every burst.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -325,19 +326,23 @@ impl Resident {
         if unit.dropped.load(Ordering::Acquire) {
             return;
         }
+        // One search per written key: it replaces or removes the loaded record, whose bytes
+        // go (and a marker's with it).
         let mut freed = 0;
         for (k, written) in std::mem::take(&mut e.map) {
-            if let Some(Some(old)) = built.get(&k) {
-                freed += entry_cost(&k, Some(old));
-            }
-            match written {
-                Some(v) => {
-                    built.insert(k, Some(v));
+            match (built.entry(k), written) {
+                (Entry::Occupied(mut slot), Some(v)) => {
+                    freed += entry_cost(slot.key(), slot.get().as_deref());
+                    slot.insert(Some(v));
                 }
-                None => {
-                    freed += entry_cost(&k, None);
-                    built.remove(&k);
+                (Entry::Occupied(slot), None) => {
+                    freed += entry_cost(slot.key(), slot.get().as_deref()) + entry_cost(slot.key(), None);
+                    slot.remove();
                 }
+                (Entry::Vacant(slot), Some(v)) => {
+                    slot.insert(Some(v));
+                }
+                (Entry::Vacant(slot), None) => freed += entry_cost(slot.key(), None),
             }
         }
         e.map = built;
