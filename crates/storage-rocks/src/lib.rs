@@ -73,7 +73,7 @@ const LATEST_WRITE_BUFFER_BYTES: usize = 8 << 20;
 /// miss the CPU's caches: under 8-thread TPC-C (two of them per updated row: the latest
 /// record and the superseded version) the skiplist search was 6.2% of the server's samples,
 /// 4.2% with this CF's memtable at 8 MiB; server CPU per transaction was lower with 8 or
-/// 16 MiB in 7 of 8 interleaved pairs, by ~5% on average (BENCHMARKS.md, session 51).
+/// 16 MiB in 7 of 9 interleaved pairs, by ~5% on average (BENCHMARKS.md, session 51).
 const WRITE_WRITE_BUFFER_BYTES: usize = 16 << 20;
 
 /// Memtable size of the latest CF while bulk commits arrive (a load): the ordinary path's
