@@ -129,24 +129,46 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
         if self.caps & caps::INTERACTIVE != 0 {
             self.session.start_interactive();
         }
+        // The idle timer outlives the commands: set up again for each one, its registration
+        // with tokio's timer wheel and removal cost more than the rest of a point select's
+        // wait for its next command. It stays set while it would go off no later than the
+        // wait's deadline, and going off early it is set to the deadline then (once per
+        // wait_timeout on a busy connection).
+        let idle_timer = tokio::time::sleep(self.session.wait_timeout());
+        tokio::pin!(idle_timer);
         loop {
             // An idle connection closes as soon as another connection kills it, or after
             // wait_timeout seconds without a command (its open transaction rolls back then,
             // releasing its locks). MySQL 8 says why before closing.
-            let idle = self.session.wait_timeout();
-            let read = tokio::select! {
-                r = self.io.read() => r,
-                _ = interrupt.until_connection_killed() => return Ok(()),
-                _ = tokio::time::sleep(idle) => {
-                    self.io.seq = 0;
-                    self.send_error(&Error::user(
-                        Code::ClientInteractionTimeout,
-                        "The client was disconnected by the server because of inactivity. See wait_timeout and \
-                         interactive_timeout for configuring this behavior.",
-                    ));
-                    let _ = self.io.flush().await;
-                    return Ok(());
+            let deadline = tokio::time::Instant::now() + self.session.wait_timeout();
+            if idle_timer.deadline() > deadline {
+                idle_timer.as_mut().reset(deadline);
+            }
+            let read = {
+                let read = self.io.read();
+                tokio::pin!(read);
+                loop {
+                    tokio::select! {
+                        r = &mut read => break Some(r),
+                        _ = interrupt.until_connection_killed() => return Ok(()),
+                        _ = &mut idle_timer => {
+                            if tokio::time::Instant::now() >= deadline {
+                                break None;
+                            }
+                            idle_timer.as_mut().reset(deadline);
+                        }
+                    }
                 }
+            };
+            let Some(read) = read else {
+                self.io.seq = 0;
+                self.send_error(&Error::user(
+                    Code::ClientInteractionTimeout,
+                    "The client was disconnected by the server because of inactivity. See wait_timeout and \
+                     interactive_timeout for configuring this behavior.",
+                ));
+                let _ = self.io.flush().await;
+                return Ok(());
             };
             let payload = match read {
                 Ok(p) => p,

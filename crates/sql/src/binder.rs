@@ -30,8 +30,9 @@ pub type DmlRelation = (usize, Option<Arc<TableInfo>>);
 pub struct SessionInfo {
     /// Current database.
     pub db: Option<String>,
-    /// The statement's NOW().
-    pub now: DateTime,
+    /// When the statement started, in microseconds since the Unix epoch: its NOW() is
+    /// that second (`now`), worked out only by the statements that ask.
+    pub now_us: i64,
     /// LAST_INSERT_ID().
     pub last_insert_id: u64,
     /// CONNECTION_ID().
@@ -70,6 +71,13 @@ pub struct SessionInfo {
     /// Set for an INSERT of literal rows (`crate::bulk_insert`): the statement's one VALUES
     /// row is this many placeholders, and its parameters are the rows, one after another.
     pub value_rows: Option<usize>,
+}
+
+impl SessionInfo {
+    /// The statement's NOW(): the second it started.
+    pub fn now(&self) -> DateTime {
+        crate::session::datetime_at(self.now_us)
+    }
 }
 
 /// An execution's place in the session's plan cache (`crate::plan_cache`).
@@ -1929,13 +1937,14 @@ impl<'a> Binder<'a> {
 
     fn session_function(&mut self, name: &str, args: &[ast::Expr], scope: &Scope) -> Result<Expr> {
         let s = self.session;
+        let now = s.now();
         Ok(Expr::Literal(match name {
             "now" | "current_timestamp" | "sysdate" | "localtime" | "localtimestamp" | "utc_timestamp" => {
-                Value::DateTime(s.now)
+                Value::DateTime(now)
             }
-            "curdate" | "current_date" => Value::Date(DateTime::from_ymd(s.now.year, s.now.month, s.now.day)),
+            "curdate" | "current_date" => Value::Date(DateTime::from_ymd(now.year, now.month, now.day)),
             "curtime" | "current_time" => {
-                Value::Time(((s.now.hour as i64 * 60 + s.now.minute as i64) * 60 + s.now.second as i64) * 1_000_000)
+                Value::Time(((now.hour as i64 * 60 + now.minute as i64) * 60 + now.second as i64) * 1_000_000)
             }
             "database" | "schema" => s.db.clone().map(Value::str).unwrap_or(Value::Null),
             "last_insert_id" => {
@@ -1953,7 +1962,7 @@ impl<'a> Binder<'a> {
                     let e = self.expr(a, scope)?;
                     return Ok(Expr::Func("__unix_timestamp".into(), vec![e]));
                 }
-                Value::Int((s.now.to_micros() - DateTime::from_ymd(1970, 1, 1).to_micros()) / 1_000_000)
+                Value::Int(s.now_us.div_euclid(1_000_000))
             }
             "found_rows" | "row_count" => Value::Int(s.row_count),
             _ => Value::Null,

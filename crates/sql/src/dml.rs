@@ -541,7 +541,7 @@ impl DmlCtx<'_> {
         coerced: bool,
         first_auto: &mut Option<u64>,
     ) -> Result<(Row, Option<i64>)> {
-        let now = Value::DateTime(self.session.now);
+        let now = Value::DateTime(self.session.now());
         let mut row: Row = Vec::with_capacity(table.columns.len());
         for (c, given) in table.columns.iter().zip(given) {
             let v = match given {
@@ -693,7 +693,7 @@ impl DmlCtx<'_> {
             let e = if is_default_keyword(&a.value) {
                 // The default of the moment (a CURRENT_TIMESTAMP column's is now).
                 binder.uncacheable.get_or_insert_with(|| "UPDATE assigns DEFAULT".into());
-                Expr::Literal(default_value(&table.columns[col], &Value::DateTime(self.session.now))?)
+                Expr::Literal(default_value(&table.columns[col], &Value::DateTime(self.session.now()))?)
             } else {
                 binder.expr(&a.value, &scope)?
             };
@@ -872,7 +872,7 @@ impl DmlCtx<'_> {
             let col = pos - off;
             let value = if is_default_keyword(&a.value) {
                 let c = &targets[t].table.columns[col];
-                Expr::Literal(default_value(c, &Value::DateTime(self.session.now))?)
+                Expr::Literal(default_value(c, &Value::DateTime(self.session.now()))?)
             } else {
                 binder.expr(&a.value, &scope)?
             };
@@ -992,7 +992,7 @@ impl DmlCtx<'_> {
         if rows_equal(&old.row, &new_row) {
             return Ok(false);
         }
-        let now = Value::DateTime(self.session.now);
+        let now = Value::DateTime(self.session.now());
         for (i, c) in table.columns.iter().enumerate() {
             if c.on_update_now && !assigned(i) {
                 new_row[i] = c.coerce(now.clone())?;

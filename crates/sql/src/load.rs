@@ -761,7 +761,7 @@ pub async fn run(
             let mut given = line.given;
             var_values = line.vars;
             if !sets.is_empty() {
-                let now = Value::DateTime(dml.session.now);
+                let now = Value::DateTime(dml.session.now());
                 let mut input: Vec<Value> = Vec::with_capacity(table.columns.len() + vars.len());
                 for (c, g) in table.columns.iter().zip(&given) {
                     input.push(match g {

@@ -756,7 +756,9 @@ pub struct Session {
     /// (`settings`; every change goes through `vars_mut`, which clears it).
     settings: parking_lot::Mutex<Option<Arc<Settings>>>,
     user_vars: Arc<HashMap<String, Value>>,
-    txn: Option<Transaction>,
+    /// Boxed: a `Transaction` is hundreds of bytes, and a statement's futures move it (and
+    /// any future holding it) several times between its start and its end.
+    txn: Option<Box<Transaction>>,
     /// The schema version when `txn` began (see `Engine::commit_txn`).
     schema_version: u64,
     /// The schema the open transaction binds against (None outside a transaction).
@@ -1285,7 +1287,7 @@ impl Session {
             like_share: settings.like_share,
             select_limit: settings.select_limit,
             db: self.db.clone(),
-            now: now(),
+            now_us: unix_micros_now(),
             last_insert_id: self.last_insert_id,
             connection_id: self.conn_id,
             user: who.user.clone(),
@@ -1341,11 +1343,12 @@ impl Session {
         }
     }
 
-    async fn begin(&mut self, mode: Option<LockMode>) -> Result<Transaction> {
+    async fn begin(&mut self, mode: Option<LockMode>) -> Result<Box<Transaction>> {
         // Hold the GC safe point back from before the start timestamp is fetched, so a safe
         // point computed meanwhile cannot pass it.
         self.engine.active.lock().insert(u64::from(self.conn_id), Timestamp::ZERO);
-        let start = Transaction::begin(self.engine.client.clone(), self.engine.oracle.clone(), self.txn_options(mode));
+        let begun = Transaction::begin(self.engine.client.clone(), self.engine.oracle.clone(), self.txn_options(mode));
+        let start = async { begun.await.map(Box::new) };
         let (txn, schema, version) = self.engine.catalog.pin(start).await.inspect_err(|_| {
             self.engine.active.lock().remove(&u64::from(self.conn_id));
         })?;
@@ -1396,7 +1399,7 @@ impl Session {
     pub async fn commit(&mut self) -> Result<()> {
         self.explicit = false;
         if let Some(txn) = self.txn.take() {
-            let r = self.engine.commit_txn(txn, self.schema_version).await;
+            let r = self.engine.commit_txn(*txn, self.schema_version).await;
             self.finish_txn();
             r?;
         }
@@ -3230,7 +3233,7 @@ impl Session {
                     }
                     Work::Load(spec, source, vars) => {
                         let dml = DmlCtx { catalog: &engine.catalog, session: &info, params: &[] };
-                        crate::load::run(&dml, &mut txn, spec, source, max_line, vars).await
+                        Box::pin(crate::load::run(&dml, &mut txn, spec, source, max_line, vars)).await
                     }
                 }
             });
@@ -3259,7 +3262,7 @@ impl Session {
         self.timing.lock += txn.lock_time().saturating_sub(locked_before);
         if single {
             let outcome = match r {
-                Ok(v) => self.engine.commit_txn(txn, self.schema_version).await.map(|_| v),
+                Ok(v) => self.engine.commit_txn(*txn, self.schema_version).await.map(|_| v),
                 Err(e) => {
                     let _ = txn.rollback().await;
                     Err(e)
@@ -3607,8 +3610,16 @@ fn truncate_sql(s: &str) -> String {
 
 /// The statement's NOW(): wall-clock time for SQL functions (not for MVCC ordering).
 pub(crate) fn now() -> DateTime {
-    let us =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
+    datetime_at(unix_micros_now())
+}
+
+/// Microseconds since the Unix epoch now.
+pub(crate) fn unix_micros_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+}
+
+/// The second `us` (microseconds since the Unix epoch) falls in, as a DATETIME.
+pub(crate) fn datetime_at(us: i64) -> DateTime {
     let epoch = DateTime::from_ymd(1970, 1, 1).to_micros();
     let mut d = DateTime::from_micros(epoch + us);
     d.micro = 0;
@@ -3675,18 +3686,21 @@ pub async fn exec_statement(
             }
             if let Some(column) = column_engine_for(engine, info, query) {
                 let mut source = crate::column::ScanSource::new(&mut ctx);
-                if column.run(query, &mut source, &mut out).await? {
+                if Box::pin(column.run(query, &mut source, &mut out)).await? {
                     context::count_reads(context::Read::Columnar, 1);
                     return out.finish().await;
                 }
                 context::count_reads(context::Read::ColumnarFallback, 1);
             }
             ctx.replica_scans = replica_scans_for(engine, info, query);
-            crate::exec::execute_into(&query.plan, &mut ctx, &mut out).await?;
+            // Boxed, as the other engines' runs above: the statement's future is moved
+            // whole as it starts (a copy of every byte it may hold), and a point get needs
+            // none of theirs.
+            Box::pin(crate::exec::execute_into(&query.plan, &mut ctx, &mut out)).await?;
             out.finish().await
         }
         ast::Statement::Explain { statement, .. } => match statement.as_ref() {
-            ast::Statement::Query(q) => explain_analyze(engine, txn, info, q, params).await,
+            ast::Statement::Query(q) => Box::pin(explain_analyze(engine, txn, info, q, params)).await,
             _ => Err(Error::unsupported("EXPLAIN ANALYZE of a statement other than a query")),
         },
         ast::Statement::Insert(_) | ast::Statement::Update(_) | ast::Statement::Delete(_)
