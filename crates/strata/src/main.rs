@@ -165,6 +165,7 @@ struct ServerArgs {
 }
 
 fn main() -> Result<()> {
+    no_transparent_huge_pages();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
@@ -192,6 +193,21 @@ fn main() -> Result<()> {
             rt.shutdown_timeout(Duration::from_secs(1));
             r
         }
+    }
+}
+
+/// Turns transparent huge pages off for the process (and what it forks), before any thread
+/// starts. mimalloc asks for them on its arenas (`madvise(MADV_HUGEPAGE)`, its `allow_thp`
+/// default), and where the kernel grants them every fault on fresh or purged arena memory
+/// zeroes a whole 2 MiB page: in `CREATE INDEX` on sysbench's 100k-row tables the kernel's
+/// `clear_page_erms` was half of the server's samples, the index phase of the prepare took
+/// 1.4 CPU-s instead of 0.8 without them, and TPC-C and point selects were no faster with
+/// them (BENCHMARKS.md, session 53). `MIMALLOC_ALLOW_THP=0` did the same from outside.
+fn no_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
+        // Only a cost, never a fault: the server runs the same with huge pages.
+        eprintln!("could not turn transparent huge pages off: {e}");
     }
 }
 
