@@ -119,6 +119,18 @@ pub trait Client: Send + Sync + 'static {
     async fn batch_get(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>>;
     /// Reads up to `limit` entries of `[start, end)` at `ts`, in key order.
     async fn scan(&self, start: &[u8], end: &[u8], ts: Timestamp, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// [`scan`](Self::scan) of a range the server's own work reads once, end to end (an
+    /// index backfill, ANALYZE, a table check or copy): a store that keeps often-scanned
+    /// tables in memory does not count it as such a scan.
+    async fn scan_once(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        ts: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.scan(start, end, ts, limit).await
+    }
     /// [`batch_get`](Self::batch_get) that also fails with `Error::WriteConflict` if a key
     /// has a version committed after `ts` (TiKV's RC check-ts read: a READ COMMITTED
     /// statement reading at a timestamp it did not fetch for itself learns that it must

@@ -81,6 +81,16 @@ impl Client for LocalClient {
         self.store.scan(start, end, ts, limit)
     }
 
+    async fn scan_once(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        ts: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.store.scan_once(start, end, ts, limit)
+    }
+
     async fn batch_get_checked(&self, keys: &[Vec<u8>], ts: Timestamp) -> Result<Vec<Option<Vec<u8>>>> {
         self.store.batch_get_checked(keys, ts)
     }

@@ -648,6 +648,33 @@ async fn a_one_step_commit_writes_only_keys_nobody_touched_since_its_start() {
     assert_eq!(got, many.iter().map(|(_, v)| Some(v.clone())).collect::<Vec<_>>());
     assert_eq!(get(b"a", 94).await.as_deref(), Some(&b"new"[..]));
     assert_eq!(get(b"a", 95).await.as_deref(), Some(&b"newest"[..]));
+
+    // Runs large enough to probe their span for latest records first (a backfill's run).
+    let run = |p: &str, v: u8| -> Vec<(Vec<u8>, Vec<u8>)> {
+        (0..100u32).map(|i| (format!("{p}{i:03}").into_bytes(), vec![v])).collect()
+    };
+    let read_run = |p: &'static str, at: u64| {
+        let c = c.clone();
+        async move {
+            let keys: Vec<Vec<u8>> = (0..100u32).map(|i| format!("{p}{i:03}").into_bytes()).collect();
+            c.batch_get(&keys, ts(at)).await.expect("get")
+        }
+    };
+    // An empty span: all written.
+    assert!(c.commit_unread(run("n", 1), ts(100), ts(105)).await.expect("commit"));
+    assert_eq!(read_run("n", 105).await, vec![Some(vec![1]); 100]);
+    assert_eq!(read_run("n", 104).await, vec![None; 100]);
+    // One key of the span committed after the start: nothing written.
+    c.prewrite(prewrite(vec![Mutation::Put(b"q050".to_vec(), b"theirs".to_vec())], ts(110))).await.expect("prewrite");
+    c.commit(&[b"q050".to_vec()], ts(110), ts(115)).await.expect("commit");
+    assert!(!c.commit_unread(run("q", 2), ts(112), ts(120)).await.expect("commit"));
+    let got = read_run("q", 130).await;
+    assert_eq!(got.iter().filter(|v| v.is_some()).count(), 1, "only the writer's key");
+    assert_eq!(got[50].as_deref(), Some(&b"theirs"[..]));
+    // A key of the span committed before the start: all written, its old version kept.
+    assert!(c.commit_unread(run("q", 3), ts(130), ts(135)).await.expect("commit"));
+    assert_eq!(read_run("q", 135).await, vec![Some(vec![3]); 100]);
+    assert_eq!(get(b"q050", 134).await.as_deref(), Some(&b"theirs"[..]));
     assert_eq!(c.store().lock_count(), 0);
 }
 

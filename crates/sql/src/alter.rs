@@ -90,7 +90,7 @@ impl Engine {
         let mut row_no = 0usize;
         loop {
             crate::interrupt::checkpoint().await?;
-            let batch = reader.scan(&start, &end, COPY_BATCH).await?;
+            let batch = reader.scan_once(&start, &end, COPY_BATCH).await?;
             let Some((last, _)) = batch.last() else { break };
             start = last.clone();
             start.push(0);

@@ -755,7 +755,7 @@ impl Engine {
             }
             crate::failpoint::pause("backfill_batch").await;
             let mut txn = self.begin_internal().await?;
-            let batch = txn.scan(&start, &end, BACKFILL_BATCH).await?;
+            let batch = txn.scan_once(&start, &end, BACKFILL_BATCH).await?;
             let Some((last, _)) = batch.last() else { return Ok(()) };
             let last = last.clone();
             let mut entries = Vec::with_capacity(batch.len());
@@ -825,7 +825,7 @@ impl Engine {
         let mut done = false;
         while bytes < BACKFILL_RUN_BYTES {
             crate::failpoint::pause("backfill_batch").await;
-            let batch = txn.scan(&next, end, BACKFILL_BATCH).await?;
+            let batch = txn.scan_once(&next, end, BACKFILL_BATCH).await?;
             let Some((last, _)) = batch.last() else {
                 done = true;
                 break;
@@ -854,7 +854,7 @@ impl Engine {
     pub async fn check_table(&self, table: &TableInfo) -> Result<()> {
         let txn = self.begin_internal().await?;
         let prefix = strata_codec::keys::row_prefix(table.table_id());
-        let rows = txn.scan(&prefix, &prefix_end(&prefix), usize::MAX).await?;
+        let rows = txn.scan_once(&prefix, &prefix_end(&prefix), usize::MAX).await?;
         for index in &table.indexes {
             let mut expected = std::collections::BTreeMap::new();
             for (k, v) in &rows {
@@ -864,7 +864,7 @@ impl Engine {
             }
             let iprefix = strata_codec::keys::index_prefix(table.table_id(), TableInfo::index_id(index));
             let actual: std::collections::BTreeMap<Vec<u8>, Vec<u8>> =
-                txn.scan(&iprefix, &prefix_end(&iprefix), usize::MAX).await?.into_iter().collect();
+                txn.scan_once(&iprefix, &prefix_end(&iprefix), usize::MAX).await?.into_iter().collect();
             if actual != expected {
                 let missing = expected.iter().filter(|(k, v)| actual.get(*k) != Some(v)).count();
                 let extra = actual.iter().filter(|(k, v)| expected.get(*k) != Some(v)).count();
@@ -890,7 +890,7 @@ impl Engine {
         let mut sum: u64 = 0;
         loop {
             crate::interrupt::checkpoint().await?;
-            let batch = txn.scan(&start, &end, 1_000).await?;
+            let batch = txn.scan_once(&start, &end, 1_000).await?;
             let Some((last, _)) = batch.last() else { return Ok(sum) };
             start = last.clone();
             start.push(0);

@@ -947,7 +947,7 @@ async fn add_rows(
     collector: &mut Collector,
     row: &mut Vec<Value>,
 ) -> Result<Option<Vec<u8>>> {
-    let batch = txn.scan(from, end, limit).await?;
+    let batch = txn.scan_once(from, end, limit).await?;
     let Some((last, _)) = batch.last() else { return Ok(None) };
     let mut after = last.clone();
     after.push(0);
@@ -1019,7 +1019,7 @@ impl crate::session::Engine {
         let (mut per_byte, mut counted) = (0f64, 0u32);
         for piece in pieces.iter().step_by((pieces.len() / COUNT_PIECES).max(1)) {
             if piece.bytes > 0 {
-                let rows = txn.scan(&piece.start, &piece.end, COUNT_PIECE_ROWS).await?.len();
+                let rows = txn.scan_once(&piece.start, &piece.end, COUNT_PIECE_ROWS).await?.len();
                 per_byte += rows as f64 / piece.bytes as f64;
                 counted += 1;
             }
@@ -1052,7 +1052,7 @@ impl crate::session::Engine {
     async fn count_rows_upto(&self, table: &TableInfo, limit: u64) -> Result<u64> {
         let txn = self.begin_internal().await?;
         let prefix = row_prefix(table.table_id());
-        let rows = txn.scan(&prefix, &prefix_end(&prefix), usize::try_from(limit).unwrap_or(usize::MAX)).await;
+        let rows = txn.scan_once(&prefix, &prefix_end(&prefix), usize::try_from(limit).unwrap_or(usize::MAX)).await;
         let _ = txn.rollback().await;
         Ok(rows?.len() as u64)
     }

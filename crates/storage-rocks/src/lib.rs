@@ -782,6 +782,15 @@ impl Engine for RocksEngine {
         self.snapshot_cursor(cf, lower, upper)
     }
 
+    fn cursor_once(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>> {
+        if cf == Cf::Latest && self.resident.enabled() {
+            if let Some(unit) = self.resident.ready_unit(lower, upper) {
+                return Ok(Box::new(ResidentCursor::new(unit, lower, upper)));
+            }
+        }
+        self.snapshot_cursor(cf, lower, upper)
+    }
+
     fn snapshot_cursor(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>> {
         quiet();
         let it = self.db.raw_iterator_cf_opt(self.handle(cf)?, bounded(lower, upper));

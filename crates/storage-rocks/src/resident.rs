@@ -205,22 +205,36 @@ impl Resident {
     /// counts the scan toward loading the unit it falls in.
     pub(crate) fn unit_for_scan(&self, lower: &[u8], upper: &[u8]) -> Option<Arc<Unit>> {
         let unit_of = self.unit_of?;
-        if self.count.load(Ordering::Acquire) > 0 {
-            let units = self.units.read();
-            if let Some(u) = find(&units, lower) {
-                if upper <= &*u.end {
-                    if u.is_ready() {
-                        u.scans.fetch_add(1, Ordering::Relaxed);
-                        RESIDENT_SCANS.fetch_add(1, Ordering::Relaxed);
-                        return Some(u.clone());
-                    }
-                    return None; // loading
-                }
+        match self.unit_holding(lower, upper) {
+            Some(Some(u)) => {
+                u.scans.fetch_add(1, Ordering::Relaxed);
+                RESIDENT_SCANS.fetch_add(1, Ordering::Relaxed);
+                return Some(u);
             }
+            Some(None) => return None, // loading
+            None => {}
         }
         let (start, end) = unit_of(lower, upper)?;
         self.note_scan(start, end);
         None
+    }
+
+    /// The ready unit `[lower, upper)` lies in, if there is one, for a scan that is not
+    /// counted (`Engine::cursor_once`: it neither keeps a unit resident nor loads one).
+    pub(crate) fn ready_unit(&self, lower: &[u8], upper: &[u8]) -> Option<Arc<Unit>> {
+        self.unit_of?;
+        self.unit_holding(lower, upper).flatten()
+    }
+
+    /// The unit holding `[lower, upper)`: `Some(Some(unit))` when it is ready, `Some(None)`
+    /// while it loads, None when no unit holds the range.
+    fn unit_holding(&self, lower: &[u8], upper: &[u8]) -> Option<Option<Arc<Unit>>> {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let units = self.units.read();
+        let u = find(&units, lower).filter(|u| upper <= &*u.end)?;
+        Some(u.is_ready().then(|| u.clone()))
     }
 
     fn note_scan(&self, start: Vec<u8>, end: Vec<u8>) {
@@ -800,6 +814,35 @@ mod tests {
         assert!(!c.valid().expect("valid"));
         c.seek(&key(1_500));
         assert_eq!(c.key(), key(1_500).as_slice());
+    }
+
+    #[test]
+    fn scans_made_once_neither_load_a_unit_nor_keep_it_but_read_it_when_resident() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = engine(dir.path(), 1 << 30);
+        let mut b = WriteBatch::default();
+        for i in 0..1_000 {
+            b.put(Cf::Latest, key(i), i.to_string().into_bytes());
+        }
+        e.write(b, false).expect("write");
+        // Many more once-scans than load a unit through `cursor`, each read whole.
+        for _ in 0..super::SCANS_TO_LOAD * 4 {
+            let c = e.cursor_once(Cf::Latest, b"a", b"b").expect("cursor");
+            assert!(!c.live(), "a once-scan of a unit not resident reads RocksDB");
+            assert_eq!(drain(c, b"a").len(), 1_000);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(e.resident_stats().1, 0, "once-scans loaded a unit");
+        assert!(!e.resident.serves(b"a", b"b"));
+        // Once the workload's scans made it resident, a once-scan reads the map (live)
+        // without counting as one of its scans.
+        load(&e, b"a", b"b");
+        let unit = e.resident.ready_unit(b"a", b"b").expect("ready");
+        let before = unit.scans.load(std::sync::atomic::Ordering::Relaxed);
+        let c = e.cursor_once(Cf::Latest, &key(10), &key(20)).expect("cursor");
+        assert!(c.live(), "a once-scan of a resident unit reads its map");
+        assert_eq!(drain(c, &key(10)).len(), 10);
+        assert_eq!(unit.scans.load(std::sync::atomic::Ordering::Relaxed), before, "a once-scan was counted");
     }
 
     #[test]

@@ -159,6 +159,13 @@ pub trait Engine: Send + Sync + 'static {
     }
     /// Opens a cursor over `[lower, upper)`, positioned nowhere (call `seek`).
     fn cursor(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>>;
+    /// A cursor like `cursor` for a range read once, end to end, by work of the server's own
+    /// (an index backfill, ANALYZE's samples, a table check or copy): an engine that keeps
+    /// often-scanned ranges in memory serves it from there if it does, but does not count it
+    /// as a sign that the range is scanned often.
+    fn cursor_once(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>> {
+        self.cursor(cf, lower, upper)
+    }
     /// A cursor like `cursor` that is a snapshot (sees the engine as of its creation) even
     /// where `cursor` gives a live one (`Cursor::live`).
     fn snapshot_cursor(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<Box<dyn Cursor + '_>> {

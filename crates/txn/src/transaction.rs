@@ -83,6 +83,17 @@ const SEEN_MAX: usize = 4096;
 /// ... and of at most this many bytes of keys and records (wide rows keep fewer).
 const SEEN_BYTES_MAX: usize = 1 << 20;
 
+/// How a scan reads the store (`Transaction::scan_at`).
+#[derive(Clone, Copy)]
+enum ScanRead {
+    /// `Client::scan`.
+    Plain,
+    /// `Client::scan_checked` (a READ COMMITTED statement at a timestamp it did not fetch).
+    Checked,
+    /// `Client::scan_once`.
+    Once,
+}
+
 /// One transaction.
 pub struct Transaction {
     client: Arc<dyn Client>,
@@ -480,7 +491,16 @@ impl Transaction {
     /// Reads `[start, end)` at the snapshot with this transaction's writes applied, up to
     /// `limit` entries.
     pub async fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.scan_at(start, end, limit, self.read_ts, self.checking).await
+        let read = if self.checking { ScanRead::Checked } else { ScanRead::Plain };
+        self.scan_at(start, end, limit, self.read_ts, read).await
+    }
+
+    /// [`scan`](Self::scan) of a range the server's own work reads once, end to end (an
+    /// index backfill, ANALYZE, a table check or copy; `Client::scan_once`): a table it
+    /// reads does not become resident in memory for it.
+    pub async fn scan_once(&self, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let read = if self.checking { ScanRead::Checked } else { ScanRead::Once };
+        self.scan_at(start, end, limit, self.read_ts, read).await
     }
 
     /// The candidates of a locking scan (UPDATE, DELETE, SELECT ... FOR UPDATE). Pessimistic
@@ -510,14 +530,16 @@ impl Transaction {
         end: &[u8],
         limit: usize,
         read_ts: Timestamp,
-        checked: bool,
+        read: ScanRead,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let want = self.scan_want(start, end, limit);
-        let stored = if checked {
-            let r = self.resolving(|| self.client.scan_checked(start, end, read_ts, want)).await;
-            self.note_checked(r)?
-        } else {
-            self.resolving(|| self.client.scan(start, end, read_ts, want)).await?
+        let stored = match read {
+            ScanRead::Checked => {
+                let r = self.resolving(|| self.client.scan_checked(start, end, read_ts, want)).await;
+                self.note_checked(r)?
+            }
+            ScanRead::Plain => self.resolving(|| self.client.scan(start, end, read_ts, want)).await?,
+            ScanRead::Once => self.resolving(|| self.client.scan_once(start, end, read_ts, want)).await?,
         };
         Ok(self.overlay(start, end, limit, want, stored))
     }
