@@ -436,13 +436,13 @@ impl MvccStore {
 
     /// Reads up to `limit` live entries of `[start, end)` at `ts`.
     pub fn scan(&self, start: &[u8], end: &[u8], ts: Timestamp, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.scan_at(start, end, ts, limit, false, false)
+        self.scan_at(start, end, ts, limit, Walk::default())
     }
 
     /// [`scan`](Self::scan) of a range read once by the server's own work
     /// (`storage::Engine::cursor_once`: it does not count toward keeping the range in memory).
     pub fn scan_once(&self, start: &[u8], end: &[u8], ts: Timestamp, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.scan_at(start, end, ts, limit, false, true)
+        self.scan_at(start, end, ts, limit, Walk { once: true, ..Walk::default() })
     }
 
     /// [`scan`](Self::scan) that fails with a write conflict at the first key (up to the
@@ -454,7 +454,7 @@ impl MvccStore {
         ts: Timestamp,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.scan_at(start, end, ts, limit, true, false)
+        self.scan_at(start, end, ts, limit, Walk { check: true, ..Walk::default() })
     }
 
     fn scan_at(
@@ -463,8 +463,7 @@ impl MvccStore {
         end: &[u8],
         ts: Timestamp,
         limit: usize,
-        check: bool,
-        once: bool,
+        walk: Walk,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.walk_keys(
             start,
@@ -472,7 +471,7 @@ impl MvccStore {
             ts,
             ts,
             limit,
-            Walk { check, once },
+            walk,
             |(k, _)| k,
             |enc, _, w, _| {
                 Ok(match self.value_of(enc, w)? {

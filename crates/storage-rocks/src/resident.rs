@@ -222,7 +222,6 @@ impl Resident {
     /// The ready unit `[lower, upper)` lies in, if there is one, for a scan that is not
     /// counted (`Engine::cursor_once`: it neither keeps a unit resident nor loads one).
     pub(crate) fn ready_unit(&self, lower: &[u8], upper: &[u8]) -> Option<Arc<Unit>> {
-        self.unit_of?;
         self.unit_holding(lower, upper).flatten()
     }
 
