@@ -7,7 +7,7 @@
 #
 # usage: bench-round.sh BIN   env: GOTPC [~/go-tpc/go-tpc]  TIME_SB [20]  TIME_TPCC [30s]
 set -u
-BIN=$1; cd "$(dirname "$0")/.."
+BIN=$(realpath "$1"); cd "$(dirname "$0")/.."
 for wl in oltp_point_select oltp_read_write; do
   bash scripts/sysbench-strata.sh "$BIN" strata $wl "${TIME_SB:-20}"
   bash scripts/sysbench-mariadb.sh $wl "${TIME_SB:-20}"
