@@ -11,7 +11,8 @@
 #      METRICS [unset; a file: Strata's /metrics after the runs go there, and after the
 #      prepare to FILE.prepared]  SNAPSHOT [unset; Strata only: a directory the prepared
 #      data dir is copied to, or, when it exists, copied from instead of preparing, so
-#      A/B runs of two builds start from the same data]
+#      A/B runs of two builds start from the same data]  PRESQL [unset; SQL run on the
+#      server before the prepare and before the runs, e.g. SET GLOBAL for an A/B of a switch]
 set -u
 KIND=$1; BIN=$2; LABEL=$3
 GOTPC=${GOTPC:-$HOME/go-tpc/go-tpc}; W=${WAREHOUSES:-4}; THREADS=${THREADS:-"8 32"}; T=${TIME:-60s}
@@ -19,6 +20,7 @@ stop_strata() { pkill -f "server --port 4700 --status"; while pgrep -f "server -
 start_strata() {
   "$BIN" server --port $PORT --status-port 10090 --data-dir "$DATA" >> "$DATA.$LABEL.log" 2>&1 &
   for _ in $(seq 120); do mysql -h127.0.0.1 -P$PORT -uroot -e "select 1" >/dev/null 2>&1 && break; sleep 0.5; done
+  if [ -n "${PRESQL:-}" ]; then mysql -h127.0.0.1 -P$PORT -uroot -e "$PRESQL"; fi
 }
 SNAP=""
 # CPU seconds (user + system) the server process $SPID has used, or 0.

@@ -157,6 +157,14 @@ pub trait Client: Send + Sync + 'static {
     async fn pessimistic_lock(&self, req: PessimisticLockRequest) -> Result<Vec<Option<Vec<u8>>>>;
     /// Prewrites mutations: checks for conflicts and leaves locks with the staged values.
     async fn prewrite(&self, req: std::sync::Arc<PrewriteRequest>) -> Result<()>;
+    /// Prewrites and commits `req` in one command (one-phase commit) if this client can: a
+    /// store in the process that also hands out the transaction's timestamps. Some(commit
+    /// timestamp), durable when it returns; None when it did nothing and the caller should
+    /// prewrite and commit. Fails as `prewrite` fails, before anything is written.
+    async fn one_pc(&self, req: std::sync::Arc<PrewriteRequest>) -> Result<Option<Timestamp>> {
+        let _ = req;
+        Ok(None)
+    }
     /// Commits keys prewritten by `start_ts` at `commit_ts`. Committing the primary key is the
     /// transaction's commit point. Durable when this returns (others may see the change and
     /// take its keys' locks a little earlier: group commit syncs after the locks go).

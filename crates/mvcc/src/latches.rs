@@ -35,7 +35,16 @@ pub struct Latches {
 
 /// Held latches; released on drop.
 pub struct Guard<'a> {
-    _held: Vec<MutexGuard<'a, ()>>,
+    /// Slot and its lock, ascending by slot.
+    held: Vec<(usize, MutexGuard<'a, ()>)>,
+}
+
+impl Guard<'_> {
+    /// Releases every latch but the one covering `key` (kept if held).
+    pub fn keep_only(&mut self, key: &[u8]) {
+        let keep = slot(key);
+        self.held.retain(|(i, _)| *i == keep);
+    }
 }
 
 impl Default for Latches {
@@ -47,14 +56,14 @@ impl Default for Latches {
 impl Latches {
     /// Acquires the latches covering `keys` (blocking).
     pub fn acquire<'a, K: AsRef<[u8]>>(&'a self, keys: impl IntoIterator<Item = K>) -> Guard<'a> {
-        Guard { _held: slots(keys).into_iter().map(|i| self.slots[i].lock()).collect() }
+        Guard { held: slots(keys).into_iter().map(|i| (i, self.slots[i].lock())).collect() }
     }
 
     /// The latches covering `keys` if none is held now, without waiting (None: one is
     /// held, and none is taken).
     pub fn try_acquire<'a, K: AsRef<[u8]>>(&'a self, keys: impl IntoIterator<Item = K>) -> Option<Guard<'a>> {
-        let held = slots(keys).into_iter().map(|i| self.slots[i].try_lock()).collect::<Option<Vec<_>>>()?;
-        Some(Guard { _held: held })
+        let held = slots(keys).into_iter().map(|i| Some((i, self.slots[i].try_lock()?))).collect::<Option<Vec<_>>>()?;
+        Some(Guard { held })
     }
 }
 
@@ -92,6 +101,19 @@ mod tests {
         assert!(l.try_acquire([b"a".as_slice()]).is_none());
         drop(both);
         assert!(l.try_acquire([b"a".as_slice()]).is_some());
+    }
+
+    #[test]
+    fn keep_only_releases_the_other_latches() {
+        let l = Latches::default();
+        let (a, b) = (b"t\x80\0\0\0\0\0\0\x01_r\x03a".as_slice(), b"t\x80\0\0\0\0\0\0\x02_r\x03b".as_slice());
+        assert_ne!(slot(a), slot(b));
+        let mut g = l.acquire([a, b]);
+        g.keep_only(a);
+        assert!(l.try_acquire([b]).is_some(), "b was released");
+        assert!(l.try_acquire([a]).is_none(), "a is still held");
+        drop(g);
+        assert!(l.try_acquire([a]).is_some());
     }
 
     #[test]

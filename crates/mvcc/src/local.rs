@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::lock_manager::LockManager;
 use crate::records::Kind;
 use crate::store::MvccStore;
+use crate::tso::LocalOracle;
 
 /// The in-process KV client.
 #[derive(Clone)]
@@ -27,6 +28,9 @@ pub struct LocalClient {
     locks: Arc<LockManager>,
     /// Whether commits wait for the WAL fsync (true in production).
     sync: bool,
+    /// The oracle of the transactions this client serves, for one-phase commits'
+    /// timestamps (`with_oracle`); without it every commit has two phases.
+    oracle: Option<Arc<LocalOracle>>,
 }
 
 /// Commands over at most this many keys may run inline (see the module docs); larger ones
@@ -40,7 +44,15 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 impl LocalClient {
     /// A client over `store`; `sync` makes commits durable before they return.
     pub fn new(store: Arc<MvccStore>, sync: bool) -> LocalClient {
-        LocalClient { store, locks: Arc::new(LockManager::default()), sync }
+        LocalClient { store, locks: Arc::new(LockManager::default()), sync, oracle: None }
+    }
+
+    /// This client with one-phase commits, their timestamps from `oracle`: it must be the
+    /// oracle of every transaction over the client (a commit timestamp from another would
+    /// not order with theirs).
+    pub fn with_oracle(mut self, oracle: Arc<LocalOracle>) -> LocalClient {
+        self.oracle = Some(oracle);
+        self
     }
 
     /// The store underneath.
@@ -178,6 +190,27 @@ impl Client for LocalClient {
         }
         let store = self.store.clone();
         blocking(move || store.prewrite(&req, false)).await
+    }
+
+    async fn one_pc(&self, req: Arc<PrewriteRequest>) -> Result<Option<Timestamp>> {
+        let Some(oracle) = self.oracle.clone() else { return Ok(None) };
+        let inline =
+            if req.mutations.len() <= INLINE_KEYS { self.store.try_one_pc(&req, &|| oracle.next()) } else { None };
+        let r = req.clone();
+        let commit_ts = match inline {
+            Some(done) => done?,
+            None => {
+                let store = self.store.clone();
+                blocking(move || store.one_pc(&r, &|| oracle.next())).await?
+            }
+        };
+        let Some(commit_ts) = commit_ts else { return Ok(None) };
+        let keys: Vec<&[u8]> = req.mutations.iter().map(|m| m.key()).collect();
+        self.locks.wake(&keys);
+        if self.sync {
+            self.store.sync_commits().await?;
+        }
+        Ok(Some(commit_ts))
     }
 
     async fn commit(&self, keys: &[Vec<u8>], start_ts: Timestamp, commit_ts: Timestamp) -> Result<()> {

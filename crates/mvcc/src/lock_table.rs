@@ -21,15 +21,24 @@
 //! timestamp exists), and a committed key's lock leaves the table only once its commit
 //! record is readable. A reader may briefly see a lock that was just committed; it resolves
 //! it like any other.
+//!
+//! A one-command commit (`MvccStore::one_pc`) locks its keys here too, from the end of its
+//! checks until its write has landed, but as one entry for all of them (`Committing`): a
+//! bulk INSERT's thousand keys are then one push and one removal instead of a thousand
+//! insertions into the map at prewrite and a thousand removals at commit. Every question
+//! asked of the table sees those keys as locked, with the lock their prewrite would have
+//! made (without its staged value, which only the committing command needs).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use parking_lot::RwLock;
 use strata_common::{Result, Timestamp};
 use strata_storage::{Cf, Engine, WriteBatch};
 
-use crate::records::Lock;
+use crate::records::{Kind, Lock};
 
 /// One held lock.
 #[derive(Clone, Debug)]
@@ -54,10 +63,62 @@ pub(crate) enum Prior {
     Read(Option<std::sync::Arc<[u8]>>),
 }
 
+/// The keys of a one-command commit in flight, locked as one entry (module docs).
+pub(crate) struct Committing {
+    /// Its keys, ascending, each with the kind of its mutation.
+    keys: Vec<(Vec<u8>, Kind)>,
+    /// The transaction's primary key.
+    primary: Arc<[u8]>,
+    start_ts: Timestamp,
+    ttl_ms: u64,
+}
+
+impl Committing {
+    /// An entry for `keys` (any order, distinct) of the transaction `start_ts`.
+    pub fn new(mut keys: Vec<(Vec<u8>, Kind)>, primary: Arc<[u8]>, start_ts: Timestamp, ttl_ms: u64) -> Committing {
+        keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Committing { keys, primary, start_ts, ttl_ms }
+    }
+
+    /// The lock the prewrite of the key at `i` would have made, without its value.
+    fn lock(&self, i: usize) -> Lock {
+        Lock {
+            kind: self.keys[i].1,
+            primary: self.primary.clone(),
+            start_ts: self.start_ts,
+            ttl_ms: self.ttl_ms,
+            for_update_ts: Timestamp::ZERO,
+            short_value: None,
+        }
+    }
+
+    /// The index of `key`, if it is one of the entry's.
+    fn find(&self, key: &[u8]) -> Option<usize> {
+        self.keys.binary_search_by(|(k, _)| k.as_slice().cmp(key)).ok()
+    }
+
+    /// The entry's keys of `[start, end)` from the first, with their indexes.
+    fn within<'a>(&'a self, start: &[u8], end: &'a [u8]) -> impl Iterator<Item = (usize, &'a [u8])> + 'a {
+        let from = self.keys.partition_point(|(k, _)| k.as_slice() < start);
+        self.keys[from..]
+            .iter()
+            .enumerate()
+            .map(move |(i, (k, _))| (from + i, k.as_slice()))
+            .take_while(move |(_, k)| *k < end)
+    }
+}
+
 /// All locks, by key.
 #[derive(Default)]
 pub(crate) struct LockTable {
     map: RwLock<BTreeMap<Vec<u8>, Held>>,
+    /// One-command commits in flight.
+    committing: RwLock<Vec<Arc<Committing>>>,
+    /// `committing`'s length, read without its lock: readers skip it when it is empty.
+    /// A reader that could see a commit (one whose timestamp is below the reader's) took
+    /// its timestamp after that commit's entry went in, through the oracle's mutex, so it
+    /// sees the count the entry's push left.
+    n_committing: AtomicUsize,
 }
 
 impl LockTable {
@@ -70,17 +131,46 @@ impl LockTable {
             map.insert(c.key().to_vec(), Held { lock: Lock::decode(c.value())?, on_disk: true, prior: Prior::Unknown });
             c.next();
         }
-        Ok(LockTable { map: RwLock::new(map) })
+        Ok(LockTable { map: RwLock::new(map), ..LockTable::default() })
     }
 
-    /// The lock on `key`, if any.
+    /// Locks `entry`'s keys until `end_commit` of it.
+    pub fn begin_commit(&self, entry: Arc<Committing>) {
+        let mut c = self.committing.write();
+        c.push(entry);
+        self.n_committing.store(c.len(), Ordering::SeqCst);
+    }
+
+    /// Unlocks the keys of `entry` (from `begin_commit`).
+    pub fn end_commit(&self, entry: &Arc<Committing>) {
+        let mut c = self.committing.write();
+        c.retain(|e| !Arc::ptr_eq(e, entry));
+        self.n_committing.store(c.len(), Ordering::SeqCst);
+    }
+
+    /// The in-flight commit's lock on `key`, if one has it.
+    fn committing_lock(&self, key: &[u8]) -> Option<Lock> {
+        if self.n_committing.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        self.committing.read().iter().find_map(|e| e.find(key).map(|i| e.lock(i)))
+    }
+
+    /// The lock on `key`, if any. An in-flight commit's comes first: the map may still
+    /// hold the same transaction's pessimistic lock on the key, which readers pass by.
     pub fn get(&self, key: &[u8]) -> Option<Held> {
+        if let Some(lock) = self.committing_lock(key) {
+            return Some(Held { lock, on_disk: false, prior: Prior::Unknown });
+        }
         self.map.read().get(key).cloned()
     }
 
     /// The lock on `key` if `pred` accepts it (a reader's check: locks it may ignore are
     /// not copied).
     pub fn get_if(&self, key: &[u8], pred: impl Fn(&Lock) -> bool) -> Option<Lock> {
+        if let Some(lock) = self.committing_lock(key) {
+            return pred(&lock).then_some(lock);
+        }
         self.map.read().get(key).filter(|h| pred(&h.lock)).map(|h| h.lock.clone())
     }
 
@@ -94,10 +184,20 @@ impl LockTable {
         if start >= end {
             return None;
         }
-        let map = self.map.read();
-        map.range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
-            .find(|(_, h)| pred(&h.lock))
-            .map(|(k, h)| (k.clone(), h.lock.clone()))
+        let found = {
+            let map = self.map.read();
+            map.range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+                .find(|(_, h)| pred(&h.lock))
+                .map(|(k, h)| (k.clone(), h.lock.clone()))
+        };
+        if found.is_some() || self.n_committing.load(Ordering::SeqCst) == 0 {
+            return found;
+        }
+        // The first of any in-flight commit's (not necessarily the first in key order: a
+        // reader resolves whichever it meets).
+        self.committing.read().iter().find_map(|e| {
+            e.within(start, end).map(|(i, k)| (k, e.lock(i))).find(|(_, l)| pred(l)).map(|(k, l)| (k.to_vec(), l))
+        })
     }
 
     /// Applies `changes` (key → new lock, or `None` to remove).
@@ -130,14 +230,15 @@ impl LockTable {
         map.append(&mut after);
     }
 
-    /// Every lock, in key order.
+    /// Every lock of the map, in key order (not the keys of in-flight commits, whose
+    /// command ends them itself).
     pub fn all(&self) -> Vec<(Vec<u8>, Lock)> {
         self.map.read().iter().map(|(k, h)| (k.clone(), h.lock.clone())).collect()
     }
 
     /// Whether `key` has a lock.
     pub fn contains(&self, key: &[u8]) -> bool {
-        self.map.read().contains_key(key)
+        self.map.read().contains_key(key) || self.committing_lock(key).is_some()
     }
 
     /// How many locks are held.

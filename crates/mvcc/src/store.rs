@@ -20,7 +20,7 @@ use strata_storage::{Cf, Cursor, Engine};
 
 use crate::group_sync::GroupSync;
 use crate::latches::Latches;
-use crate::lock_table::{Changes, Held, LockTable, Prior};
+use crate::lock_table::{Changes, Committing, Held, LockTable, Prior};
 use crate::records::{
     decode_user_key, encode_user_key, is_twinless, latest_record, latest_value, split_latest, split_versioned,
     versioned, Kind, Lock, Write, WriteRef, SHORT_VALUE_MAX,
@@ -192,6 +192,44 @@ fn lock_info(key: &[u8], l: &Lock) -> Error {
         start_ts: l.start_ts,
         ttl_ms: l.ttl_ms,
     }))
+}
+
+/// A mutation a prewrite's checks passed (`MvccStore::prewrite_checks`).
+struct Staged {
+    /// Its index in the request.
+    index: usize,
+    /// Its encoded key.
+    enc: Vec<u8>,
+    /// What the checks read of its latest record.
+    prior: Prior,
+    /// The transaction's own pessimistic lock on the key, replaced by this one: whether it
+    /// is in the lock CF too.
+    replaces: Option<bool>,
+}
+
+/// The kind of lock a prewrite of `m` makes.
+fn staged_lock_kind(m: &Mutation) -> Kind {
+    match m {
+        Mutation::Put(..) | Mutation::Insert(..) => Kind::Put,
+        Mutation::Delete(_) => Kind::Delete,
+        Mutation::Lock(_) => Kind::Lock,
+    }
+}
+
+/// The lock a prewrite of `m` (in `req`, whose primary is `primary`) makes.
+fn staged_lock(m: &Mutation, primary: &Arc<[u8]>, req: &PrewriteRequest) -> Lock {
+    let value = match m {
+        Mutation::Put(_, v) | Mutation::Insert(_, v) => Some(v),
+        Mutation::Delete(_) | Mutation::Lock(_) => None,
+    };
+    Lock {
+        kind: staged_lock_kind(m),
+        primary: primary.clone(),
+        start_ts: req.start_ts,
+        ttl_ms: req.ttl_ms,
+        for_update_ts: Timestamp::ZERO,
+        short_value: value.cloned(),
+    }
 }
 
 impl MvccStore {
@@ -933,10 +971,49 @@ impl MvccStore {
     /// its load) read every new entry's absence by MultiGet: 15% of the backfill's samples.
     fn no_latest_within(&self, encs: &[Vec<u8>]) -> Result<bool> {
         let (Some(lo), Some(hi)) = (encs.iter().min(), encs.iter().max()) else { return Ok(true) };
-        let mut upper = hi.clone();
+        self.no_latest_in(lo, hi)
+    }
+
+    /// `latest_records` for a command of many keys, most of them often new (a bulk
+    /// INSERT's rows, appended where the table has no key yet, beside its index entries,
+    /// spread among the existing ones): the keys in order, a span of them that holds no
+    /// latest record (one seek, `no_latest_within`) is read as all absent, and a span that
+    /// holds some is halved until its halves are empty or small enough to read. A load's
+    /// statement of 1,024 new rows is then one seek instead of a 1,024-key MultiGet (6% of
+    /// the server's time in a TPC-C load).
+    fn latest_records_sparse(&self, encs: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        if encs.len() < EMPTY_PROBE_MIN {
+            return self.latest_records(encs);
+        }
+        let mut order: Vec<usize> = (0..encs.len()).collect();
+        order.sort_unstable_by(|a, b| encs[*a].cmp(encs[*b]));
+        let mut out = vec![None; encs.len()];
+        let mut spans = vec![(0, order.len())];
+        while let Some((lo, hi)) = spans.pop() {
+            let (first, last) = (encs[order[lo]], encs[order[hi - 1]]);
+            if self.no_latest_in(first, last)? {
+                continue;
+            }
+            if hi - lo <= EMPTY_PROBE_MIN {
+                let span: Vec<&[u8]> = order[lo..hi].iter().map(|i| encs[*i]).collect();
+                for (i, raw) in order[lo..hi].iter().zip(self.latest_records(&span)?) {
+                    out[*i] = raw;
+                }
+                continue;
+            }
+            let mid = lo + (hi - lo) / 2;
+            spans.push((mid, hi));
+            spans.push((lo, mid));
+        }
+        Ok(out)
+    }
+
+    /// Whether the latest CF holds no key from `first` to `last` (both included).
+    fn no_latest_in(&self, first: &[u8], last: &[u8]) -> Result<bool> {
+        let mut upper = last.to_vec();
         upper.push(0);
-        let mut c = self.engine.cursor_once(Cf::Latest, lo, &upper)?;
-        c.seek(lo);
+        let mut c = self.engine.cursor_once(Cf::Latest, first, &upper)?;
+        c.seek(first);
         Ok(!c.valid()?)
     }
 
@@ -1006,15 +1083,97 @@ impl MvccStore {
         Some(self.prewrite_latched(req, sync))
     }
 
-    fn prewrite_latched(&self, req: &PrewriteRequest, sync: bool) -> Result<()> {
-        let mut changes = Changes::with_capacity(req.mutations.len(), 0);
+    /// Prewrites and commits `req` in one command (one-phase commit), unsynced (the caller
+    /// waits with `sync_commits`): the prewrite's checks under the latches of every key,
+    /// then the keys stand locked (`lock_table::Committing`) while `next_ts` gives the
+    /// commit timestamp and the commit records are written, as a two-phase commit takes its
+    /// timestamp after its prewrite locks are in place; only the primary's latch is held
+    /// past the checks, as `commit_unsynced` holds it. Nothing is done, and None returned,
+    /// when the request wants the two phases: its primary is not one of its keys, or a key
+    /// was prewritten (or committed) by this transaction already, or it replaces a lock of
+    /// the lock CF.
+    pub fn one_pc(&self, req: &PrewriteRequest, next_ts: &dyn Fn() -> Result<Timestamp>) -> Result<Option<Timestamp>> {
+        let g = self.latches.acquire(req.mutations.iter().map(|m| m.key()));
+        self.one_pc_latched(g, req, next_ts)
+    }
+
+    /// `one_pc` if its latches are free now; None (nothing done) if one is held.
+    pub fn try_one_pc(
+        &self,
+        req: &PrewriteRequest,
+        next_ts: &dyn Fn() -> Result<Timestamp>,
+    ) -> Option<Result<Option<Timestamp>>> {
+        let g = self.latches.try_acquire(req.mutations.iter().map(|m| m.key()))?;
+        Some(self.one_pc_latched(g, req, next_ts))
+    }
+
+    fn one_pc_latched(
+        &self,
+        mut latches: crate::latches::Guard<'_>,
+        req: &PrewriteRequest,
+        next_ts: &dyn Fn() -> Result<Timestamp>,
+    ) -> Result<Option<Timestamp>> {
+        if !req.mutations.iter().any(|m| m.key() == req.primary.as_slice()) {
+            return Ok(None);
+        }
+        let staged = self.prewrite_checks(req)?;
+        if staged.len() != req.mutations.len() || staged.iter().any(|s| s.replaces == Some(true)) {
+            return Ok(None);
+        }
         let primary: Arc<[u8]> = req.primary.as_slice().into();
+        let keys = staged.iter().map(|s| {
+            let m = &req.mutations[s.index];
+            (m.key().to_vec(), staged_lock_kind(m))
+        });
+        let entry = Arc::new(Committing::new(keys.collect(), primary.clone(), req.start_ts, req.ttl_ms));
+        self.locks.begin_commit(entry.clone());
+        // Other commands on the other keys meet the entry as a lock, and whoever would end
+        // the transaction from outside goes through the primary's latch, held to the end.
+        latches.keep_only(&req.primary);
+        let done = (|| {
+            let commit_ts = next_ts()?;
+            let own = staged.iter().filter(|s| s.replaces.is_some()).count();
+            let mut changes = Changes::with_capacity(own, 2 * staged.len());
+            let sink = self.sink.read().clone();
+            for s in staged {
+                let m = &req.mutations[s.index];
+                if s.replaces.is_some() {
+                    changes.locks.push((m.key().to_vec(), None)); // its pessimistic lock
+                }
+                let lock = staged_lock(m, &primary, req);
+                self.commit_record(&mut changes, sink.as_deref(), m.key(), &s.enc, lock, s.prior, commit_ts)?;
+            }
+            self.apply_commit(changes)?;
+            Ok(commit_ts)
+        })();
+        self.locks.end_commit(&entry);
+        drop(latches);
+        done.map(Some)
+    }
+
+    fn prewrite_latched(&self, req: &PrewriteRequest, sync: bool) -> Result<()> {
+        let staged = self.prewrite_checks(req)?;
+        let mut changes = Changes::with_capacity(staged.len(), 0);
+        let primary: Arc<[u8]> = req.primary.as_slice().into();
+        for s in staged {
+            let m = &req.mutations[s.index];
+            // The lock holds the staged value, whatever its size, until commit writes it.
+            changes.put_lock(m.key(), staged_lock(m, &primary, req), false, s.prior);
+        }
+        self.apply(changes, sync)
+    }
+
+    /// A prewrite's checks of `req` (under its latches): the mutations to lock, in order,
+    /// leaving out those this transaction has prewritten or committed already (a retried
+    /// command).
+    fn prewrite_checks(&self, req: &PrewriteRequest) -> Result<Vec<Staged>> {
+        let mut staged = Vec::with_capacity(req.mutations.len());
         let bounds = Self::bounds(req.mutations.iter().map(|m| m.key()));
         let mut shared = None;
         let keep_prior = req.mutations.len() <= PRIOR_KEYS_MAX;
         let must_hold = |i: usize| req.mode == LockMode::Pessimistic && req.locked.get(i).copied().unwrap_or(false);
         let helds: Vec<Option<Held>> = req.mutations.iter().map(|m| self.load_lock(m.key())).collect();
-        let encs: Vec<Vec<u8>> = req.mutations.iter().map(|m| encode_user_key(m.key())).collect();
+        let mut encs: Vec<Vec<u8>> = req.mutations.iter().map(|m| encode_user_key(m.key())).collect();
         // A key a pessimistic transaction writes without locking it (a non-unique index
         // entry) is not checked for conflicts, only for a record of the transaction's own:
         // point reads settle the usual case where there is none. An optimistic Put or
@@ -1034,12 +1193,13 @@ impl MvccStore {
             .collect();
         let to_read: Vec<&[u8]> =
             encs.iter().zip(&point_read).filter(|(_, r)| **r).map(|(e, _)| e.as_slice()).collect();
-        let mut raws = self.latest_records(&to_read)?.into_iter();
+        let mut raws = self.latest_records_sparse(&to_read)?.into_iter();
         for (i, (m, held)) in req.mutations.iter().zip(helds).enumerate() {
             let key = m.key();
             let enc = &encs[i];
             // What a lock of ours or this command's point reads read, for commit.
             let mut prior = Prior::Unknown;
+            let mut replaces = None;
             let untouched = match point_read[i] {
                 true => {
                     let raw = raws.next().ok_or_else(|| Error::internal("prewrite read fewer records than keys"))?;
@@ -1058,6 +1218,7 @@ impl MvccStore {
                     if h.lock.kind != Kind::Pessimistic {
                         continue; // already prewritten: the command is idempotent
                     }
+                    replaces = Some(h.on_disk);
                     prior = h.prior;
                 }
                 (Some(h), _) => return Err(lock_info(key, &h.lock)),
@@ -1085,23 +1246,9 @@ impl MvccStore {
                     }
                 }
             }
-            let (kind, value) = match m {
-                Mutation::Put(_, v) | Mutation::Insert(_, v) => (Kind::Put, Some(v)),
-                Mutation::Delete(_) => (Kind::Delete, None),
-                Mutation::Lock(_) => (Kind::Lock, None),
-            };
-            // The lock holds the staged value, whatever its size, until commit writes it.
-            let lock = Lock {
-                kind,
-                primary: primary.clone(),
-                start_ts: req.start_ts,
-                ttl_ms: req.ttl_ms,
-                for_update_ts: Timestamp::ZERO,
-                short_value: value.cloned(),
-            };
-            changes.put_lock(key, lock, false, prior);
+            staged.push(Staged { index: i, enc: std::mem::take(&mut encs[i]), prior, replaces });
         }
-        self.apply(changes, sync)
+        Ok(staged)
     }
 
     /// Commits keys of `start_ts` at `commit_ts` (durable when it returns if `sync`). The

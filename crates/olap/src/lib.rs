@@ -230,7 +230,12 @@ async fn write(
 }
 
 fn background_txn_options() -> TxnOptions {
-    TxnOptions { mode: LockMode::Optimistic, isolation: Isolation::RepeatableRead, lock_wait_timeout_ms: 0 }
+    TxnOptions {
+        mode: LockMode::Optimistic,
+        isolation: Isolation::RepeatableRead,
+        lock_wait_timeout_ms: 0,
+        one_pc: true,
+    }
 }
 
 /// Builds a new replica from a snapshot taken after it was registered with the feed,

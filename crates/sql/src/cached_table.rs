@@ -281,8 +281,12 @@ impl CachedTables {
     /// The whole table at a fresh timestamp, or None if it holds more than
     /// [`MAX_CACHED_BYTES`] (also how `ALTER TABLE .. CACHE` checks the size).
     pub async fn read_table(&self, id: i64) -> Result<Option<Snapshot>> {
-        let opts =
-            TxnOptions { mode: LockMode::Optimistic, isolation: Isolation::RepeatableRead, lock_wait_timeout_ms: 0 };
+        let opts = TxnOptions {
+            mode: LockMode::Optimistic,
+            isolation: Isolation::RepeatableRead,
+            lock_wait_timeout_ms: 0,
+            one_pc: true,
+        };
         let txn = Transaction::begin(self.client.clone(), self.oracle.clone(), opts).await?;
         let r = table_pairs(&txn, id, MAX_CACHED_BYTES).await;
         let _ = txn.rollback().await;

@@ -371,7 +371,12 @@ fn from_json<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T> {
 }
 
 fn ddl_txn_opts() -> TxnOptions {
-    TxnOptions { mode: LockMode::Optimistic, isolation: Isolation::RepeatableRead, lock_wait_timeout_ms: 50_000 }
+    TxnOptions {
+        mode: LockMode::Optimistic,
+        isolation: Isolation::RepeatableRead,
+        lock_wait_timeout_ms: 50_000,
+        one_pc: true,
+    }
 }
 
 impl Catalog {

@@ -598,7 +598,7 @@ impl Engine {
         Transaction::begin(
             self.client.clone(),
             self.oracle.clone(),
-            TxnOptions { mode, isolation: Isolation::RepeatableRead, lock_wait_timeout_ms: 50_000 },
+            TxnOptions { mode, isolation: Isolation::RepeatableRead, lock_wait_timeout_ms: 50_000, one_pc: true },
         )
         .await
     }

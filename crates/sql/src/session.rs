@@ -394,6 +394,7 @@ impl Engine {
                 mode: LockMode::Optimistic,
                 isolation: Isolation::RepeatableRead,
                 lock_wait_timeout_ms: 0,
+                one_pc: true,
             };
             let txn = Transaction::begin(self.client.clone(), self.oracle.clone(), opts).await?;
             let (name, cols, row_key) = match index {
@@ -636,6 +637,8 @@ struct Settings {
     long_query_time: f64,
     /// `tidb_rc_read_check_ts`.
     rc_read_check_ts: bool,
+    /// `tidb_enable_1pc`.
+    one_pc: bool,
     /// `max_execution_time`, ms (0: none).
     max_execution_time_ms: i64,
     /// `tidb_isolation_read_engines` (None: a value that does not parse, the row engine only).
@@ -722,6 +725,7 @@ impl Settings {
             text_plan_cache: plan_cache.is_some() && int("tidb_enable_non_prepared_plan_cache").unwrap_or(0) != 0,
             long_query_time,
             rc_read_check_ts: int("tidb_rc_read_check_ts") == Some(1),
+            one_pc: int("tidb_enable_1pc") != Some(0),
             max_execution_time_ms: int("max_execution_time").unwrap_or(0),
             autocommit: vars.get("autocommit").and_then(|v| v.as_bool()).unwrap_or(true),
             wait_timeout_s: seconds("wait_timeout", 28_800),
@@ -1340,6 +1344,7 @@ impl Session {
             mode: mode.unwrap_or(s.lock_mode),
             isolation: s.isolation,
             lock_wait_timeout_ms: s.lock_wait_timeout_ms,
+            one_pc: s.one_pc,
         }
     }
 
@@ -3489,7 +3494,7 @@ impl Session {
                 })?;
                 self.vars_mut().insert(var, Value::Int(n));
             }
-            "slow_query_log" | "tidb_enable_stmt_summary" | "tidb_rc_read_check_ts" => {
+            "slow_query_log" | "tidb_enable_stmt_summary" | "tidb_rc_read_check_ts" | "tidb_enable_1pc" => {
                 let on = switch(&var, &text)?;
                 self.vars_mut().insert(var, Value::Int(i64::from(on)));
             }

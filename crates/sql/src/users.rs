@@ -330,6 +330,7 @@ impl Users {
                 mode: LockMode::Optimistic,
                 isolation: Isolation::RepeatableRead,
                 lock_wait_timeout_ms: 50_000,
+                one_pc: true,
             },
         )
         .await

@@ -74,6 +74,7 @@ pub fn defaults() -> BTreeMap<String, Value> {
         ("tidb_build_stats_concurrency", i(2)),
         ("tidb_default_string_match_selectivity", Value::Double(crate::stats::DEFAULT_LIKE_SELECTIVITY)),
         ("tidb_distsql_scan_concurrency", i(15)),
+        ("tidb_enable_1pc", i(1)),
         ("tidb_enable_auto_analyze", i(1)),
         ("tidb_index_serial_scan_concurrency", i(1)),
         ("tidb_isolation_read_engines", s(crate::column::ReadEngines::DEFAULT)),

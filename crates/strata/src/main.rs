@@ -246,7 +246,8 @@ async fn server(args: ServerArgs) -> Result<()> {
         info!("resolved {recovered} locks left by transactions that were running at the last stop");
     }
     let oracle = Arc::new(LocalOracle::open(engine.clone(), Arc::new(SystemClock))?);
-    let client: Arc<dyn Client> = Arc::new(local);
+    // Every transaction takes its timestamps from `oracle`: commits may take one-phase.
+    let client: Arc<dyn Client> = Arc::new(local.with_oracle(oracle.clone()));
     let sql = Engine::open(client, oracle.clone() as Arc<dyn Oracle>).await?;
     sql.set_column_engine(strata_olap::OlapEngine::start(&sql, Some(args.data_dir.join("columnar")), columnar_limit)?);
     sql.users.bootstrap_root(&args.root_password).await?;

@@ -4,6 +4,7 @@
 //! commit. One process-wide set ([`METRICS`]), as Prometheus client libraries keep one
 //! default registry: every engine in the process records into it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use strata_common::histogram::Histogram;
@@ -17,10 +18,29 @@ pub struct TxnMetrics {
     pub tso_wait: Histogram,
     /// Pessimistic lock requests, including any wait for a conflicting lock.
     pub pessimistic_lock: Histogram,
-    /// Two-phase commits that wrote something: prewrite, commit timestamp, commit.
+    /// Commits that wrote something: prewrite, commit timestamp, commit (or the one
+    /// command of a one-phase commit).
     pub commit: Histogram,
     /// Reads held up by another transaction's lock: each resolution or wait for it to go.
     pub read_lock_wait: Histogram,
+    /// Commits made in one phase (`Client::one_pc`).
+    pub one_pc: Counter,
+}
+
+/// A counter.
+#[derive(Debug)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds one.
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The count.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 /// The process's transaction metrics.
@@ -29,6 +49,7 @@ pub static METRICS: TxnMetrics = TxnMetrics {
     pessimistic_lock: Histogram::new(),
     commit: Histogram::new(),
     read_lock_wait: Histogram::new(),
+    one_pc: Counter(AtomicU64::new(0)),
 };
 
 impl TxnMetrics {
@@ -43,7 +64,7 @@ impl TxnMetrics {
             ),
             (
                 "strata_txn_commit_duration_seconds",
-                "Two-phase commits of transactions that wrote: prewrite to durable commit.",
+                "Commits of transactions that wrote: prewrite (or one-phase commit) to durable commit.",
                 &self.commit,
             ),
             (
@@ -55,6 +76,11 @@ impl TxnMetrics {
         for (name, help, h) in metrics {
             h.render_family(out, name, help);
         }
+        let name = "strata_txn_one_pc_commits_total";
+        out.push_str(&format!(
+            "# HELP {name} Commits made in one phase.\n# TYPE {name} counter\n{name} {}\n",
+            self.one_pc.get()
+        ));
     }
 }
 

@@ -53,11 +53,18 @@ pub struct TxnOptions {
     pub isolation: Isolation,
     /// `innodb_lock_wait_timeout`, in milliseconds.
     pub lock_wait_timeout_ms: u64,
+    /// Commit in one phase where the store can (`tidb_enable_1pc`).
+    pub one_pc: bool,
 }
 
 impl Default for TxnOptions {
     fn default() -> TxnOptions {
-        TxnOptions { mode: LockMode::Pessimistic, isolation: Isolation::RepeatableRead, lock_wait_timeout_ms: 50_000 }
+        TxnOptions {
+            mode: LockMode::Pessimistic,
+            isolation: Isolation::RepeatableRead,
+            lock_wait_timeout_ms: 50_000,
+            one_pc: true,
+        }
     }
 }
 
@@ -790,12 +797,31 @@ impl Transaction {
         // same way (1205) after innodb_lock_wait_timeout.
         let wait_until =
             (!self.presumed.is_empty()).then(|| Instant::now() + Duration::from_millis(self.opts.lock_wait_timeout_ms));
+        // One phase when the store offers it (`Client::one_pc`) and the session allows it
+        // (`tidb_enable_1pc`); it fails as the prewrite fails, so the same resolving and
+        // retrying follow.
+        let mut one_pc = self.opts.one_pc;
         loop {
-            let done = self.client.prewrite(req.clone()).await;
-            if done.is_ok() {
-                // A commit that takes long (many keys) keeps its locks alive too.
-                self.start_heartbeat(&req.primary);
-            }
+            let done = if one_pc {
+                match self.client.one_pc(req.clone()).await {
+                    Ok(Some(commit_ts)) => {
+                        crate::metrics::METRICS.one_pc.inc();
+                        return Ok(Some(commit_ts));
+                    }
+                    Ok(None) => {
+                        one_pc = false;
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                }
+            } else {
+                let done = self.client.prewrite(req.clone()).await;
+                if done.is_ok() {
+                    // A commit that takes long (many keys) keeps its locks alive too.
+                    self.start_heartbeat(&req.primary);
+                }
+                done
+            };
             match done {
                 Ok(()) => break,
                 Err(Error::KeyLocked(_)) if wait_until.is_some_and(|t| Instant::now() >= t) => {

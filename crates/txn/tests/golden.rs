@@ -214,6 +214,7 @@ impl goldenscript::Runner for TxnRunner {
                             mode: LockMode::Optimistic,
                             isolation: Isolation::RepeatableRead,
                             lock_wait_timeout_ms: 1000,
+                            one_pc: true,
                         };
                         let mut t = Transaction::begin(client, oracle, opts).await?;
                         for (k, v) in kvs {
@@ -232,6 +233,7 @@ impl goldenscript::Runner for TxnRunner {
                     mode: LockMode::Pessimistic,
                     isolation: Isolation::RepeatableRead,
                     lock_wait_timeout_ms: 1000,
+                    one_pc: true,
                 };
                 for (k, v) in &args {
                     match (k.as_deref(), v.as_str()) {
