@@ -196,17 +196,15 @@ impl Client for LocalClient {
         let Some(oracle) = self.oracle.clone() else { return Ok(None) };
         let inline =
             if req.mutations.len() <= INLINE_KEYS { self.store.try_one_pc(&req, &|| oracle.next()) } else { None };
-        let r = req.clone();
         let commit_ts = match inline {
             Some(done) => done?,
             None => {
-                let store = self.store.clone();
+                let (store, r) = (self.store.clone(), req.clone());
                 blocking(move || store.one_pc(&r, &|| oracle.next())).await?
             }
         };
         let Some(commit_ts) = commit_ts else { return Ok(None) };
-        let keys: Vec<&[u8]> = req.mutations.iter().map(|m| m.key()).collect();
-        self.locks.wake(&keys);
+        self.locks.wake(req.mutations.iter().map(|m| m.key()));
         if self.sync {
             self.store.sync_commits().await?;
         }
@@ -279,7 +277,7 @@ impl Client for LocalClient {
         let (store, p) = (self.store.clone(), primary.to_vec());
         let status = blocking(move || store.check_txn_status(&p, start_ts, current_ts, false)).await?;
         if status == TxnStatus::RolledBack {
-            self.locks.wake(&[primary]);
+            self.locks.wake([primary]);
         }
         Ok(status)
     }

@@ -120,7 +120,7 @@ impl LockManager {
 
     /// Wakes one waiter of each of `keys` (after their locks were released); with no
     /// waiter ready yet, the next one to wait returns at once.
-    pub fn wake<K: AsRef<[u8]>>(&self, keys: &[K]) {
+    pub fn wake<K: AsRef<[u8]>>(&self, keys: impl IntoIterator<Item = K>) {
         let map = self.waiters.lock();
         if map.is_empty() {
             return;
@@ -176,7 +176,7 @@ mod tests {
         tokio::pin!(fa, fb);
         fa.as_mut().enable();
         fb.as_mut().enable();
-        m.wake(&[b"k"]);
+        m.wake([b"k"]);
         assert!(fires(fa.as_mut()).await, "the first waiter is woken");
         assert!(!fires(fb.as_mut()).await, "only one");
         // `a` took the wake and leaves without the key: `b` gets it.
@@ -207,7 +207,7 @@ mod tests {
         for f in [f1.as_mut(), f2.as_mut(), f3.as_mut(), f4.as_mut()] {
             f.enable();
         }
-        m.wake(&[b"k"]);
+        m.wake([b"k"]);
         assert!(fires(f3.as_mut()).await && fires(f4.as_mut()).await, "both readers");
         assert!(fires(f1.as_mut()).await, "the first locker");
         assert!(!fires(f2.as_mut()).await, "not the second");

@@ -51,8 +51,8 @@ fn prior_of(raw: Option<&[u8]>, keep_prior: bool) -> Prior {
 /// bulk load's thousands of keys); smaller ones get key by key, which measured cheaper
 /// for TPC-C's commands of a few to a few dozen keys (MultiGet sorts and batches).
 const MULTI_GET_MIN: usize = 64;
-/// `commit_unread` of at least this many keys first asks whether their span holds any
-/// latest record (`MvccStore::no_latest_within`) before reading them.
+/// Commands of at least this many keys first ask whether spans of them hold any latest
+/// record before reading them (`MvccStore::latest_records_sparse`).
 const EMPTY_PROBE_MIN: usize = MULTI_GET_MIN;
 
 /// Percolator on one engine.
@@ -964,23 +964,16 @@ impl MvccStore {
             .collect()
     }
 
-    /// Whether the latest CF holds no record between the smallest and the largest of the
-    /// encoded keys `encs` (one seek): then none of them has one. Under the keys' latches no
-    /// record of theirs can appear meanwhile (records of other keys in the span may, and do
-    /// not matter). An index backfilled into an empty range (sysbench's CREATE INDEX after
-    /// its load) read every new entry's absence by MultiGet: 15% of the backfill's samples.
-    fn no_latest_within(&self, encs: &[Vec<u8>]) -> Result<bool> {
-        let (Some(lo), Some(hi)) = (encs.iter().min(), encs.iter().max()) else { return Ok(true) };
-        self.no_latest_in(lo, hi)
-    }
-
     /// `latest_records` for a command of many keys, most of them often new (a bulk
     /// INSERT's rows, appended where the table has no key yet, beside its index entries,
     /// spread among the existing ones): the keys in order, a span of them that holds no
-    /// latest record (one seek, `no_latest_within`) is read as all absent, and a span that
-    /// holds some is halved until its halves are empty or small enough to read. A load's
-    /// statement of 1,024 new rows is then one seek instead of a 1,024-key MultiGet (6% of
-    /// the server's time in a TPC-C load).
+    /// latest record (one seek, `no_latest_in`) is read as all absent, and a span that
+    /// holds some is halved until its halves are empty or small enough to read. Under the
+    /// keys' latches no record of theirs can appear meanwhile (records of other keys in a
+    /// span may, and do not matter). A load's statement of 1,024 new rows is then one seek
+    /// instead of a 1,024-key MultiGet (6% of the server's time in a TPC-C load), and so is
+    /// an index backfilled into an empty range (sysbench's CREATE INDEX after its load,
+    /// whose absence reads by MultiGet were 15% of the backfill's samples).
     fn latest_records_sparse(&self, encs: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
         if encs.len() < EMPTY_PROBE_MIN {
             return self.latest_records(encs);
@@ -1351,11 +1344,7 @@ impl MvccStore {
             return Ok(false);
         }
         let encs: Vec<Vec<u8>> = puts.iter().map(|(key, _)| encode_user_key(key)).collect();
-        let raws = if encs.len() >= EMPTY_PROBE_MIN && self.no_latest_within(&encs)? {
-            vec![None; encs.len()]
-        } else {
-            self.latest_records(&encs.iter().map(Vec::as_slice).collect::<Vec<_>>())?
-        };
+        let raws = self.latest_records_sparse(&encs.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
         let mut checked = Vec::with_capacity(puts.len());
         for (enc, raw) in encs.into_iter().zip(raws) {
             // Each record read is kept for the write below (the command's own memory).
