@@ -179,25 +179,35 @@ impl LockTable {
         self.map.read().get(key).is_some_and(|h| h.lock.start_ts == start_ts && *h.lock.primary == *key)
     }
 
-    /// The first lock in `[start, end)` that `pred` accepts.
+    /// The first lock in `[start, end)`, in key order, that `pred` accepts: of the map's and
+    /// every in-flight commit's, whichever key is lowest. A reader whose scan a limit cut
+    /// short ignores a lock past the last key it returned (`MvccStore::walk_keys`), so a
+    /// later lock must never stand in for an earlier one.
     pub fn find_in_range(&self, start: &[u8], end: &[u8], pred: impl Fn(&Lock) -> bool) -> Option<(Vec<u8>, Lock)> {
         if start >= end {
             return None;
         }
-        let found = {
+        let mut found = {
             let map = self.map.read();
             map.range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
                 .find(|(_, h)| pred(&h.lock))
                 .map(|(k, h)| (k.clone(), h.lock.clone()))
         };
-        if found.is_some() || self.n_committing.load(Ordering::SeqCst) == 0 {
+        if self.n_committing.load(Ordering::SeqCst) == 0 {
             return found;
         }
-        // The first of any in-flight commit's (not necessarily the first in key order: a
-        // reader resolves whichever it meets).
-        self.committing.read().iter().find_map(|e| {
-            e.within(start, end).map(|(i, k)| (k, e.lock(i))).find(|(_, l)| pred(l)).map(|(k, l)| (k.to_vec(), l))
-        })
+        for e in self.committing.read().iter() {
+            // Only keys below the best so far can replace it.
+            let upto: &[u8] = match &found {
+                Some((k, _)) => k,
+                None => end,
+            };
+            let first = e.within(start, upto).map(|(i, k)| (k, e.lock(i))).find(|(_, l)| pred(l));
+            if let Some((k, l)) = first {
+                found = Some((k.to_vec(), l));
+            }
+        }
+        found
     }
 
     /// Applies `changes` (key → new lock, or `None` to remove).
