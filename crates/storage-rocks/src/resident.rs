@@ -670,6 +670,34 @@ mod tests {
         format!("a{i:06}").into_bytes()
     }
 
+    /// The loader runs at the lowest CPU priority: its thread's nice value (field 19 of
+    /// /proc/self/task/TID/stat, after the parenthesised name) is 19.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_loader_thread_runs_at_the_lowest_cpu_priority() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let _e = engine(dir.path(), 1 << 20);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut nices = Vec::new();
+            for t in std::fs::read_dir("/proc/self/task").expect("tasks").flatten() {
+                let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+                if comm.trim() != "resident-load" {
+                    continue;
+                }
+                let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                let after_name = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+                // Fields from the state (3rd) on; nice is the 19th field.
+                nices.push(after_name.split(' ').nth(19 - 3).and_then(|f| f.parse::<i32>().ok()));
+            }
+            if nices.contains(&Some(19)) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no resident-load thread at nice 19: {nices:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     type Pair = (Vec<u8>, Vec<u8>);
 
     /// Every entry of `[lower, upper)` through `c`.
