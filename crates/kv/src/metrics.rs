@@ -12,11 +12,22 @@ pub struct SyncMetrics {
     pub fsync: Histogram,
     /// Waits answered (commits made durable, and other callers).
     pub waiters: std::sync::atomic::AtomicU64,
+    /// How long each commit waited for its fsync after its write returned.
+    pub wait: Histogram,
+    /// Each commit's write: latches, conflict checks, memtable and WAL buffer (no fsync).
+    pub write: Histogram,
+    /// Commits whose write went to the blocking pool (many keys, or a latch was taken).
+    pub offloaded: std::sync::atomic::AtomicU64,
 }
 
 /// The process's group-commit metrics.
-pub static GROUP_COMMIT: SyncMetrics =
-    SyncMetrics { fsync: Histogram::new(), waiters: std::sync::atomic::AtomicU64::new(0) };
+pub static GROUP_COMMIT: SyncMetrics = SyncMetrics {
+    fsync: Histogram::new(),
+    waiters: std::sync::atomic::AtomicU64::new(0),
+    wait: Histogram::new(),
+    write: Histogram::new(),
+    offloaded: std::sync::atomic::AtomicU64::new(0),
+};
 
 impl SyncMetrics {
     /// Appends the metrics in Prometheus's text format.
@@ -26,6 +37,21 @@ impl SyncMetrics {
             "strata_wal_fsync_duration_seconds",
             "WAL fsyncs of group commit (each makes every commit queued before it durable).",
         );
+        self.wait.render_family(
+            out,
+            "strata_wal_sync_wait_duration_seconds",
+            "How long a commit waited for the WAL fsync that made it durable, after its write.",
+        );
+        self.write.render_family(
+            out,
+            "strata_mvcc_commit_write_duration_seconds",
+            "A commit's write to the store before its fsync: latches, conflict checks, memtable and WAL buffer.",
+        );
+        let name = "strata_mvcc_commit_offloaded_total";
+        out.push_str(&format!(
+            "# HELP {name} Commits written from the blocking pool (many keys, or a key's latch was taken).\n# TYPE {name} counter\n{name} {}\n",
+            self.offloaded.load(std::sync::atomic::Ordering::Relaxed)
+        ));
         let name = "strata_wal_sync_waits_total";
         out.push_str(&format!(
             "# HELP {name} Commits (and other writers) that waited for a WAL fsync.\n# TYPE {name} counter\n{name} {}\n",

@@ -55,8 +55,11 @@ impl GroupSync {
 
     /// Returns once every write that returned before this call is durable.
     pub async fn sync(&self) -> Result<()> {
+        let started = Instant::now();
         let rx = self.enqueue()?;
-        rx.await.map_err(|_| Error::Io("the WAL sync thread has stopped".into()))?
+        let done = rx.await.map_err(|_| Error::Io("the WAL sync thread has stopped".into()))?;
+        METRICS.wait.observe(started.elapsed());
+        done
     }
 
     /// `sync` for a caller off the async runtime (a blocking-pool thread).

@@ -8,11 +8,13 @@
 //! keys whose latches are free (nothing they do waits for the disk): a hand-off to the
 //! pool and back costs more than the command.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use strata_common::{Error, Result, Timestamp};
+use strata_kv::metrics::GROUP_COMMIT;
 use strata_kv::{Client, PessimisticLockRequest, PrewriteRequest, TxnStatus};
 use tokio::time::Instant;
 
@@ -194,15 +196,18 @@ impl Client for LocalClient {
 
     async fn one_pc(&self, req: Arc<PrewriteRequest>) -> Result<Option<Timestamp>> {
         let Some(oracle) = self.oracle.clone() else { return Ok(None) };
+        let started = Instant::now();
         let inline =
             if req.mutations.len() <= INLINE_KEYS { self.store.try_one_pc(&req, &|| oracle.next()) } else { None };
         let commit_ts = match inline {
             Some(done) => done?,
             None => {
+                GROUP_COMMIT.offloaded.fetch_add(1, Ordering::Relaxed);
                 let (store, r) = (self.store.clone(), req.clone());
                 blocking(move || store.one_pc(&r, &|| oracle.next())).await?
             }
         };
+        GROUP_COMMIT.write.observe(started.elapsed());
         let Some(commit_ts) = commit_ts else { return Ok(None) };
         self.locks.wake(req.mutations.iter().map(|m| m.key()));
         if self.sync {
@@ -215,15 +220,18 @@ impl Client for LocalClient {
         // The write (memtable and WAL buffer, no fsync) runs inline when it is small and its
         // latches are free, like the lock commands; the fsync is group commit's, after the
         // locks are gone and their waiters woken.
+        let started = Instant::now();
         let inline =
             if keys.len() <= INLINE_KEYS { self.store.try_commit_unsynced(keys, start_ts, commit_ts) } else { None };
         match inline {
             Some(done) => done?,
             None => {
+                GROUP_COMMIT.offloaded.fetch_add(1, Ordering::Relaxed);
                 let (store, k) = (self.store.clone(), keys.to_vec());
                 blocking(move || store.commit_unsynced(&k, start_ts, commit_ts)).await?;
             }
         }
+        GROUP_COMMIT.write.observe(started.elapsed());
         self.locks.wake(keys);
         if self.sync {
             self.store.sync_commits().await?;
