@@ -43,6 +43,12 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
     tokio::task::spawn_blocking(f).await.map_err(|e| Error::internal(format!("storage task failed: {e}")))?
 }
 
+/// `blocking` for a commit's write, counted in `strata_mvcc_commit_offloaded_total`.
+async fn offloaded<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    GROUP_COMMIT.offloaded.fetch_add(1, Ordering::Relaxed);
+    blocking(f).await
+}
+
 impl LocalClient {
     /// A client over `store`; `sync` makes commits durable before they return.
     pub fn new(store: Arc<MvccStore>, sync: bool) -> LocalClient {
@@ -202,13 +208,12 @@ impl Client for LocalClient {
         let commit_ts = match inline {
             Some(done) => done?,
             None => {
-                GROUP_COMMIT.offloaded.fetch_add(1, Ordering::Relaxed);
                 let (store, r) = (self.store.clone(), req.clone());
-                blocking(move || store.one_pc(&r, &|| oracle.next())).await?
+                offloaded(move || store.one_pc(&r, &|| oracle.next())).await?
             }
         };
-        GROUP_COMMIT.write.observe(started.elapsed());
         let Some(commit_ts) = commit_ts else { return Ok(None) };
+        GROUP_COMMIT.write.observe(started.elapsed());
         self.locks.wake(req.mutations.iter().map(|m| m.key()));
         if self.sync {
             self.store.sync_commits().await?;
@@ -226,9 +231,8 @@ impl Client for LocalClient {
         match inline {
             Some(done) => done?,
             None => {
-                GROUP_COMMIT.offloaded.fetch_add(1, Ordering::Relaxed);
                 let (store, k) = (self.store.clone(), keys.to_vec());
-                blocking(move || store.commit_unsynced(&k, start_ts, commit_ts)).await?;
+                offloaded(move || store.commit_unsynced(&k, start_ts, commit_ts)).await?;
             }
         }
         GROUP_COMMIT.write.observe(started.elapsed());
