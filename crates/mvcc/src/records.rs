@@ -3,7 +3,7 @@
 //! ```text
 //!   lock  CF:  key                      -> Lock  { kind, primary, start_ts, ttl, value? }
 //!   write CF:  enc(key) ++ !commit_ts   -> Write { kind, start_ts, value? }
-//!   data  CF:  enc(key) ++ !start_ts    -> value          (values over SHORT_VALUE_MAX)
+//!   data  CF:  enc(key) ++ !start_ts    -> value          (long values of older stores)
 //!   latest CF: enc(key)                 -> commit_ts ++ Write   (the newest Put or Delete)
 //! ```
 //! The latest CF repeats the newest data record of each key from the write CF, written in
@@ -14,19 +14,19 @@
 //! A Put's latest record is therefore its only copy while it is the newest (its kind byte
 //! is `p`, "no twin": `latest_record`), with its value inline whatever its size: a current
 //! read is one point get, and a row inserted once is written once. The commit that
-//! supersedes it moves it into the write CF (a long value into the data CF), in the same
-//! batch, where the readers older than the new version find it. A Delete's latest record
-//! has its twin in the write CF, as GC finds deletions there. Records written before
-//! these rules (layout `latest-v1`) have twins, and may point into the data CF.
+//! supersedes it moves it into the write CF, value and all, in the same batch, where the
+//! readers older than the new version find it. A Delete's latest record has its twin in
+//! the write CF, as GC finds deletions there. Records written before these rules (layout
+//! `latest-v1`) have twins, and may point into the data CF; so may write records of stores
+//! written before every value was kept inline (values over 255 bytes went to the data CF,
+//! as TiKV keeps them: a TPC-C stock or customer update then wrote four entries, record,
+//! value, the new latest record and at GC the value's deletion, instead of two).
 //! `enc` is the group encoding of the user key, so versions of different keys never
 //! interleave even when one key is a prefix of another. Timestamps are stored inverted
 //! (`!ts`, big-endian) so the newest version of a key comes first.
 
 use strata_codec::memcmp;
 use strata_common::{Error, Result, Timestamp};
-
-/// Values up to this size live inside the lock and write records; larger ones in the data CF.
-pub const SHORT_VALUE_MAX: usize = 255;
 
 /// The kind byte of a latest-CF Put record whose write CF has no twin (module docs).
 const TWINLESS_PUT: u8 = b'p';
@@ -93,7 +93,8 @@ pub struct Write {
     pub kind: Kind,
     /// Start timestamp of the transaction that wrote it.
     pub start_ts: Timestamp,
-    /// The value if short (Put only).
+    /// The value (Put only); None for a Put whose long value an older store kept in the
+    /// data CF.
     pub short_value: Option<Vec<u8>>,
 }
 
@@ -202,7 +203,8 @@ pub struct WriteRef<'a> {
     pub kind: Kind,
     /// Start timestamp of the transaction that wrote it.
     pub start_ts: Timestamp,
-    /// The value if short (Put only).
+    /// The value (Put only); None for a Put whose long value an older store kept in the
+    /// data CF.
     pub short_value: Option<&'a [u8]>,
 }
 

@@ -23,7 +23,7 @@ use crate::latches::Latches;
 use crate::lock_table::{Changes, Committing, Held, LockTable, Prior};
 use crate::records::{
     decode_user_key, encode_user_key, is_twinless, latest_record, latest_value, split_latest, split_versioned,
-    versioned, Kind, Lock, Write, WriteRef, SHORT_VALUE_MAX,
+    versioned, Kind, Lock, Write, WriteRef,
 };
 
 /// How many deleted entries a command's shared write-CF cursor may step over on one seek
@@ -1445,23 +1445,18 @@ impl MvccStore {
         Ok(())
     }
 
-    /// Writes a version's write-CF record, a value over `SHORT_VALUE_MAX` going to the data
-    /// CF (a Put without a value has it there already).
+    /// Writes a version's write-CF record, its value inline whatever its length (a Put
+    /// without a value, written by an older version, has it in the data CF already). A
+    /// superseded row kept whole in its record costs one entry; in the data CF it cost two
+    /// (record and value), and a third when GC deleted the value (`gc`).
     fn put_version(
         changes: &mut Changes,
         enc: &[u8],
         commit_ts: Timestamp,
         start_ts: Timestamp,
         kind: Kind,
-        value: Option<Vec<u8>>,
+        short_value: Option<Vec<u8>>,
     ) {
-        let short_value = match value {
-            Some(v) if v.len() > SHORT_VALUE_MAX => {
-                changes.batch.put(Cf::Data, versioned(enc, start_ts), v);
-                None
-            }
-            other => other,
-        };
         let w = Write { kind, start_ts, short_value }.encode();
         changes.batch.put(Cf::Write, versioned(enc, commit_ts), w);
     }

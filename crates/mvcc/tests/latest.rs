@@ -157,7 +157,7 @@ async fn random_txns_in(
             if !touched.insert(i) {
                 continue;
             }
-            // Long values go to the data CF when superseded; lock-only records change nothing.
+            // Long values as well as short ones; lock-only records change nothing.
             muts.push(match rng.below(10) {
                 0..=4 => Mutation::Put(key(i), format!("v{i}@{commit}").into_bytes()),
                 5 => Mutation::Put(key(i), vec![b'L'; 300 + i as usize]),
@@ -384,6 +384,39 @@ async fn gc_removes_the_latest_record_of_a_collected_deletion() {
 }
 
 #[tokio::test]
+async fn compactions_drop_the_long_values_an_older_store_kept_apart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine: Arc<dyn Engine> = Arc::new(strata_storage_rocks::RocksEngine::open(dir.path()).expect("open"));
+    // As an older version left it: "a" put at 11 with its long value in the data CF, then
+    // at 21 (inline); "b" put at 11 with a long value, its newest.
+    let mut b = WriteBatch::default();
+    let rec = |start: u64, v: Option<&[u8]>| {
+        Write { kind: Kind::Put, start_ts: ts(start), short_value: v.map(<[u8]>::to_vec) }.encode()
+    };
+    let (a, bk) = (encode_user_key(b"a"), encode_user_key(b"b"));
+    b.put(Cf::Write, versioned(&a, ts(11)), rec(10, None));
+    b.put(Cf::Data, versioned(&a, ts(10)), vec![b'L'; 400]);
+    b.put(Cf::Write, versioned(&a, ts(21)), rec(20, Some(b"a2")));
+    b.put(Cf::Write, versioned(&bk, ts(11)), rec(10, None));
+    b.put(Cf::Data, versioned(&bk, ts(10)), vec![b'M'; 300]);
+    engine.write(b, true).expect("write");
+    let c = LocalClient::new(Arc::new(MvccStore::open(engine.clone()).expect("open")), false);
+    assert_eq!(c.batch_get(&[b"a".to_vec()], ts(15)).await.expect("get"), vec![Some(vec![b'L'; 400])]);
+    // Past the safe point "a"@11 is below a kept version: a compaction drops its record and
+    // the next GC step its value. "b"'s only version stays, value and all.
+    let first = c.store().advance_gc(ts(30)).expect("advance");
+    let all = [0u8; 0].as_slice()..[0xFFu8; 16].as_slice();
+    engine.compact_range(Cf::Write, all.start, all.end).expect("compact");
+    let second = c.store().advance_gc(ts(30)).expect("advance");
+    assert_eq!(first.values_removed + second.values_removed, 1, "{first:?} {second:?}");
+    assert_eq!(engine.get(Cf::Write, &versioned(&a, ts(11))).expect("get"), None);
+    assert_eq!(engine.get(Cf::Data, &versioned(&a, ts(10))).expect("get"), None);
+    assert_eq!(engine.get(Cf::Data, &versioned(&bk, ts(10))).expect("get"), Some(vec![b'M'; 300]));
+    let keys = [b"a".to_vec(), b"b".to_vec()];
+    assert_eq!(c.batch_get(&keys, ts(40)).await.expect("get"), vec![Some(b"a2".to_vec()), Some(vec![b'M'; 300])]);
+}
+
+#[tokio::test]
 async fn a_store_from_before_the_latest_cf_gets_it_built_at_open() {
     let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::new());
     // As an older version left it: "a" put at 11 and at 21 (long value), "b" put at 11 and
@@ -439,12 +472,13 @@ async fn a_newest_put_lives_only_in_the_latest_cf_until_superseded() {
     assert_eq!((at, w.kind, w.short_value), (ts(11), Kind::Put, Some(v1.as_slice())));
     assert_eq!(engine.get(Cf::Write, &versioned(&enc, ts(11))).expect("get"), None);
     assert_eq!(engine.get(Cf::Data, &versioned(&enc, ts(10))).expect("get"), None);
-    // Superseded, it moves into the write CF (its long value into the data CF); the new
-    // version is again only in the latest CF.
+    // Superseded, it moves into the write CF, its long value inline (one entry, not a
+    // record and a value); the new version is again only in the latest CF.
     commit(&v2, 20).await;
     let rec = engine.get(Cf::Write, &versioned(&enc, ts(11))).expect("get").expect("moved record");
-    assert_eq!(Write::decode(&rec).expect("decode"), Write { kind: Kind::Put, start_ts: ts(10), short_value: None });
-    assert_eq!(engine.get(Cf::Data, &versioned(&enc, ts(10))).expect("get"), Some(v1.clone()));
+    let moved = Write { kind: Kind::Put, start_ts: ts(10), short_value: Some(v1.clone()) };
+    assert_eq!(Write::decode(&rec).expect("decode"), moved);
+    assert_eq!(engine.get(Cf::Data, &versioned(&enc, ts(10))).expect("get"), None);
     assert_eq!(engine.get(Cf::Write, &versioned(&enc, ts(21))).expect("get"), None);
     let raw = engine.get(Cf::Latest, &enc).expect("get").expect("latest record");
     assert_eq!(strata_mvcc::records::split_latest(&raw).expect("decode").1.short_value, Some(v2.as_slice()));
@@ -758,7 +792,9 @@ async fn compactions_drop_old_versions_below_the_safe_point_and_reads_agree() {
     let dropped = c.store().advance_gc(ts(500)).expect("advance");
     assert_eq!(dropped.records_walked, 0);
     assert!(dropped.versions_compacted_away > 150, "compactions dropped only {dropped:?}");
-    assert!(dropped.values_removed > 0, "no long value went with its record: {dropped:?}");
+    // Values are inline in their records: none was in the data CF (see
+    // `compactions_drop_the_long_values_an_older_store_kept_apart` for those).
+    assert_eq!(dropped.values_removed, 0, "{dropped:?}");
     let after = write_cf_kinds(engine.as_ref(), 500);
     let total = |kinds: &BTreeMap<(&str, bool), usize>, below: bool| {
         kinds.iter().filter(|((_, b), _)| *b == below).map(|(_, n)| n).sum::<usize>()

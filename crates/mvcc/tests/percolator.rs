@@ -201,7 +201,7 @@ async fn a_hot_key_passes_from_waiter_to_waiter() {
 #[tokio::test]
 async fn pessimistic_lock_returns_the_latest_committed_values() {
     let c = client();
-    let big = "b".repeat(600); // kept in the data CF
+    let big = "b".repeat(600);
     write(&c, vec![put("k1", "old"), put("k2", &big), put("k3", "gone")], 10, 11).await;
     write(&c, vec![put("k1", "new"), Mutation::Delete(b"k3".to_vec())], 12, 13).await;
     // A lock-only record on k1 after its last value, and a rollback: neither is a value.
@@ -370,8 +370,8 @@ async fn gc_skips_passes_that_could_remove_nothing() {
 #[tokio::test]
 async fn destroy_range_removes_every_version_value_and_lock_of_the_range_only() {
     let c = client();
-    let big = "x".repeat(1000); // stored in the data CF, not inline
-                                // Keys at and around group-encoding boundaries (8 bytes).
+    let big = "x".repeat(1000);
+    // Keys at and around group-encoding boundaries (8 bytes).
     let inside = ["t1", "t1234567", "t12345678", "t1\u{ff}\u{ff}"];
     let outside = ["t0zzzzzzzzz", "t2", "t"];
     for (i, k) in inside.iter().chain(outside.iter()).enumerate() {
@@ -382,9 +382,18 @@ async fn destroy_range_removes_every_version_value_and_lock_of_the_range_only() 
     // An uncommitted lock inside the range.
     c.prewrite(prewrite(vec![put("t1lock", &big)], ts(500), LockMode::Optimistic)).await.expect("prewrite");
 
+    // Long values in the data CF, as an older store kept them, inside the range and out.
+    let engine = c.store().engine().clone();
+    let legacy = |k: &str| strata_mvcc::records::versioned(&strata_mvcc::records::encode_user_key(k.as_bytes()), ts(7));
+    let mut b = strata_storage::WriteBatch::default();
+    for k in ["t12345678", "t2"] {
+        b.put(strata_storage::Cf::Data, legacy(k), big.clone().into_bytes());
+    }
+    engine.write(b, true).expect("write");
+
     c.store().destroy_range(b"t1", b"t2").expect("destroy");
 
-    let engine = c.store().engine().clone();
+    assert!(engine.get(strata_storage::Cf::Data, &legacy("t2")).expect("get").is_some(), "outside the range");
     for cf in
         [strata_storage::Cf::Data, strata_storage::Cf::Write, strata_storage::Cf::Latest, strata_storage::Cf::Lock]
     {
