@@ -8,8 +8,7 @@
 //! instructions each (a callgrind profile in BENCHMARKS.md, session 47), a tenth of the
 //! server's work; a hit here costs a hash, an uncontended lock and a copy. Writes keep it
 //! current: a record written is cached as written (TPC-C reads most rows shortly before
-//! or after it writes them), except that a large batch (a load) is cached only where the
-//! cache has room: it never evicts what readers use.
+//! or after it writes them), except that a large batch (a load) only drops what it writes.
 //!
 //! Consistency with RocksDB. A reader that misses reads RocksDB and fills the entry only
 //! if no write of the key's stripe (a slice of the key space sharing a generation
@@ -37,8 +36,8 @@ const SHARDS: usize = 256;
 const STRIPES: usize = 16;
 /// Bytes an entry costs besides its key and record (map slot, queue slot, headers).
 const ENTRY_OVERHEAD: usize = 96;
-/// A write batch of more latest-CF records than this is cached only where the cache has
-/// room (`written_spare`): a bulk load's commits would push out what readers use.
+/// A write batch of more latest-CF records than this only drops the cached ones: a bulk
+/// load's commits would push out what readers use.
 pub(crate) const WRITE_ALLOCATE_MAX: usize = 256;
 
 /// Seeds of the two hashes: the shard and stripe come from one, the map inside a shard
@@ -169,29 +168,15 @@ impl RecordCache {
     }
 
     /// After the write `writing` announced: each key's record as written (None: deleted),
-    /// or, when `records` is None (a failed write), nothing cached.
+    /// or, when `records` is None (a failed write, a large batch), nothing cached.
     pub fn written(&self, keys: &[&[u8]], records: Option<&[Option<&[u8]>]>) {
-        self.finish(keys, records, false)
-    }
-
-    /// `written` of a large batch (a load): its records are cached only where there is
-    /// room, without evicting anything, so a load leaves what readers use in place and
-    /// fills what nobody uses yet, as a database's buffer pool holds the pages a load
-    /// just wrote. A load followed by queries then reads memory, not fresh table files.
-    pub fn written_spare(&self, keys: &[&[u8]], records: &[Option<&[u8]>]) {
-        self.finish(keys, Some(records), true)
-    }
-
-    fn finish(&self, keys: &[&[u8]], records: Option<&[Option<&[u8]>]>, spare: bool) {
         for (i, key) in keys.iter().enumerate() {
             let (shard, stripe) = self.locate(key);
             let mut s = self.shards[shard].lock();
             s.writing[stripe] -= 1;
             s.gens[stripe] += 1;
-            match records {
-                Some(records) if spare => s.set_spare(key, records[i], self.shard_budget),
-                Some(records) => s.set(key, records[i], true, self.shard_budget),
-                None => {}
+            if let Some(records) = records {
+                s.set(key, records[i], true, self.shard_budget);
             }
         }
     }
@@ -235,13 +220,6 @@ impl Shard {
         self.set_within(key, record, valid, budget);
         // The process-wide gauge moves by the difference (wrapping: it may shrink).
         RECORD_CACHE_BYTES.fetch_add((self.bytes as u64).wrapping_sub(before as u64), Ordering::Relaxed);
-    }
-
-    /// `set` of a valid record that adds the entry only if it fits within `budget` as is.
-    fn set_spare(&mut self, key: &[u8], record: Option<&[u8]>, budget: usize) {
-        if self.map.contains_key(key) || self.bytes + Slot::cost(key, record) <= budget {
-            self.set(key, record, true, budget);
-        }
     }
 
     fn set_within(&mut self, key: &[u8], record: Option<&[u8]>, valid: bool, budget: usize) {
@@ -325,35 +303,6 @@ mod tests {
         c.writing(&[b"k"]);
         c.written(&[b"k"], None);
         assert!(hit(&c, b"k").is_none(), "a write that caches nothing leaves the key uncached");
-    }
-
-    #[test]
-    fn a_large_batch_fills_spare_room_and_evicts_nothing() {
-        // One shard's budget is 1/SHARDS of the cache's: room for a few entries each.
-        let c = RecordCache::new(SHARDS * 4 * (ENTRY_OVERHEAD + 16));
-        let keys: Vec<Vec<u8>> = (0..4 * SHARDS as u32).map(|i| format!("read{i:05}").into_bytes()).collect();
-        for k in &keys {
-            fill(&c, k, Some(b"r"));
-        }
-        let held: Vec<&Vec<u8>> = keys.iter().filter(|k| hit(&c, k).is_some()).collect();
-        assert!(held.len() > SHARDS, "the reads filled the cache: {}", held.len());
-        let before = c.bytes();
-        // A load of many more records than fit.
-        let load: Vec<Vec<u8>> = (0..40 * SHARDS as u32).map(|i| format!("load{i:05}").into_bytes()).collect();
-        let load_keys: Vec<&[u8]> = load.iter().map(Vec::as_slice).collect();
-        let records: Vec<Option<&[u8]>> = load.iter().map(|_| Some(b"v".as_slice())).collect();
-        c.writing(&load_keys);
-        c.written_spare(&load_keys, &records);
-        for k in &held {
-            assert_eq!(hit(&c, k), Some(Some(b"r".to_vec())), "the load evicted {:?}", String::from_utf8_lossy(k));
-        }
-        let cached = load.iter().filter(|k| hit(&c, k).is_some()).count();
-        assert!(cached > 0 && cached < load.len(), "the load filled the room there was: {cached}");
-        assert!(c.bytes() >= before && c.bytes() <= SHARDS * 4 * (ENTRY_OVERHEAD + 16), "{}", c.bytes());
-        // A key the load wrote that was cached gets its new record, room or not.
-        c.writing(&[&held[0][..]]);
-        c.written_spare(&[&held[0][..]], &[Some(b"new".as_slice())]);
-        assert_eq!(hit(&c, held[0]), Some(Some(b"new".to_vec())));
     }
 
     #[test]
