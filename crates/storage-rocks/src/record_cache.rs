@@ -8,9 +8,7 @@
 //! instructions each (a callgrind profile in BENCHMARKS.md, session 47), a tenth of the
 //! server's work; a hit here costs a hash, an uncontended lock and a copy. Writes keep it
 //! current: a record written is cached as written (TPC-C reads most rows shortly before
-//! or after it writes them), except that a large batch (a load) only drops what it writes;
-//! a thread at the lowest CPU priority reads what loads wrote into the cache's spare room
-//! once they stop (`fill_spare`, `Warm` in the crate root).
+//! or after it writes them), except that a large batch (a load) only drops what it writes.
 //!
 //! Consistency with RocksDB. A reader that misses reads RocksDB and fills the entry only
 //! if no write of the key's stripe (a slice of the key space sharing a generation
@@ -190,10 +188,9 @@ impl RecordCache {
         let mut out = Vec::with_capacity(SHARDS * STRIPES);
         for (shard, s) in self.shards.iter().enumerate() {
             let s = s.lock();
-            out.extend(
-                (0..STRIPES)
-                    .map(|stripe| (s.writing[stripe] == 0).then(|| Ticket { shard, stripe, gen: s.gens[stripe] })),
-            );
+            out.extend((0..STRIPES).map(|stripe| {
+                (s.writing[stripe] == 0).then(|| Ticket { shard, stripe, gen: s.gens[stripe] })
+            }));
         }
         out
     }
