@@ -208,11 +208,8 @@ pub struct RocksEngine {
     ingest_dir: PathBuf,
     ingest_seq: AtomicU64,
     load: LoadMode,
-    /// The latest CF's records (see `record_cache`), shared with the thread that warms
-    /// them after loads (`Warm`).
-    records: Arc<RecordCache>,
-    warm: Arc<Warm>,
-    warmer: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The latest CF's records (see `record_cache`).
+    records: RecordCache,
     /// Often-scanned tables' latest records in key order (see `resident`), and the thread
     /// that loads them.
     resident: Arc<Resident>,
@@ -222,122 +219,10 @@ pub struct RocksEngine {
 
 impl Drop for RocksEngine {
     fn drop(&mut self) {
-        // The loader and the warmer hold the database open: they stop before it closes.
+        // The loader holds the database open: it stops before the database closes.
         self.resident.close();
         if let Some(h) = self.loader.lock().take() {
             let _ = h.join();
-        }
-        self.warm.close();
-        if let Some(h) = self.warmer.lock().take() {
-            let _ = h.join();
-        }
-    }
-}
-
-/// The latest CF's key ranges that large batches and ingested files wrote, which a thread
-/// at the lowest CPU priority reads into the record cache's spare room once writes of that
-/// size have stopped for `WARM_QUIET` (`run_warmer`). Those writes only drop the records
-/// they write from the cache (caching them inline made a sysbench prepare ~20% slower,
-/// BENCHMARKS.md, session 62), so without this the queries after a load read every row
-/// from RocksDB once, where a server with a buffer pool finds the pages the load wrote.
-struct Warm {
-    /// First and last key of each range, oldest first.
-    queue: parking_lot::Mutex<std::collections::VecDeque<(Vec<u8>, Vec<u8>)>>,
-    wake: parking_lot::Condvar,
-    opened: Instant,
-    /// Milliseconds after `opened` of the last range queued.
-    last_ms: AtomicU64,
-    closed: AtomicBool,
-}
-
-/// Ranges queued at most; more are not warmed.
-const WARM_QUEUE_MAX: usize = 4096;
-/// How long large writes must have stopped before the warm-up starts: it reads what
-/// they wrote, and a write of a key's stripe refuses the warm-up's fill of it.
-const WARM_QUIET: Duration = Duration::from_millis(500);
-/// Records read under one set of tickets (`RecordCache::tickets`).
-const WARM_CHUNK: usize = 2048;
-
-impl Warm {
-    fn new() -> Warm {
-        Warm {
-            queue: parking_lot::Mutex::new(std::collections::VecDeque::new()),
-            wake: parking_lot::Condvar::new(),
-            opened: Instant::now(),
-            last_ms: AtomicU64::new(0),
-            closed: AtomicBool::new(false),
-        }
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.opened.elapsed().as_millis() as u64
-    }
-
-    /// Queues the range `[first, last]` a large batch wrote.
-    fn note(&self, first: &[u8], last: &[u8]) {
-        self.last_ms.store(self.now_ms(), Ordering::Relaxed);
-        let mut q = self.queue.lock();
-        if q.len() < WARM_QUEUE_MAX {
-            q.push_back((first.to_vec(), last.to_vec()));
-            self.wake.notify_one();
-        }
-    }
-
-    fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        let _q = self.queue.lock();
-        self.wake.notify_all();
-    }
-
-    /// The next range to warm, once large writes have been quiet; None when closed.
-    fn next(&self) -> Option<(Vec<u8>, Vec<u8>)> {
-        let mut q = self.queue.lock();
-        loop {
-            if self.closed.load(Ordering::Acquire) {
-                return None;
-            }
-            let since = self.now_ms().saturating_sub(self.last_ms.load(Ordering::Relaxed));
-            if !q.is_empty() && since >= WARM_QUIET.as_millis() as u64 {
-                return q.pop_front();
-            }
-            let wait = if q.is_empty() { Duration::from_secs(1) } else { WARM_QUIET };
-            self.wake.wait_for(&mut q, wait);
-        }
-    }
-}
-
-/// The warm-up thread (`Warm`): reads each queued range into the record cache's spare room,
-/// until the engine closes. Each chunk takes the cache's tickets before its iterator pins
-/// a snapshot, so a record is cached only if no write of its stripe started since: what a
-/// reader's `lookup`, read and `fill` guarantee, key by key.
-fn run_warmer(db: &DB, records: &RecordCache, warm: &Warm) {
-    lower_own_cpu_priority();
-    while let Some((first, last)) = warm.next() {
-        let Some(h) = db.cf_handle(Cf::Latest.name()) else { return };
-        let mut end = last;
-        end.push(0);
-        let mut from = first;
-        while records.has_room() && !warm.closed.load(Ordering::Acquire) {
-            let tickets = records.tickets();
-            let mut ro = bounded(&from, &end);
-            ro.fill_cache(false);
-            let mut it = db.raw_iterator_cf_opt(h, ro);
-            it.seek(&from);
-            let mut n = 0;
-            while n < WARM_CHUNK && it.valid() {
-                if let (Some(k), Some(v)) = (it.key(), it.value()) {
-                    records.fill_spare(&tickets, k, v);
-                }
-                n += 1;
-                it.next();
-            }
-            match it.key() {
-                Some(k) if it.valid() => from = k.to_vec(),
-                _ => break,
-            }
-        }
-        if !records.has_room() {
-            warm.queue.lock().clear();
         }
     }
 }
@@ -474,7 +359,7 @@ impl RocksEngine {
         // blocks. (RocksDB's row cache, which the records replace, lost its entries with
         // every compaction of their files.)
         let budget = block_cache_bytes.max(MIN_BLOCK_CACHE_BYTES);
-        let records = Arc::new(RecordCache::new(budget / RECORD_CACHE_SHARE));
+        let records = RecordCache::new(budget / RECORD_CACHE_SHARE);
         let cache = Cache::new_lru_cache(budget - budget / RECORD_CACHE_SHARE);
         let write_filter = FilterSlot::default();
         let mut cf_options = Vec::with_capacity(Cf::ALL.len());
@@ -528,27 +413,10 @@ impl RocksEngine {
             ingest_seq: AtomicU64::new(0),
             load: LoadMode::new(),
             records,
-            warm: Arc::new(Warm::new()),
-            warmer: parking_lot::Mutex::new(None),
             resident: Arc::new(Resident::new(None, 0)),
             resident_budget: budget / RESIDENT_SHARE,
             loader: parking_lot::Mutex::new(None),
         })
-    }
-
-    /// Queues the latest-CF range `[first, last]` a large write left uncached for the
-    /// warm-up (`Warm`), starting its thread the first time.
-    fn warm_later(&self, first: &[u8], last: &[u8]) {
-        self.warm.note(first, last);
-        let mut warmer = self.warmer.lock();
-        if warmer.is_none() {
-            let (db, records, warm) = (self.db.clone(), self.records.clone(), self.warm.clone());
-            // Without the thread the cache only warms as readers miss; nothing is lost.
-            *warmer = std::thread::Builder::new()
-                .name("record-warm".into())
-                .spawn(move || run_warmer(&db, &records, &warm))
-                .ok();
-        }
     }
 
     /// Makes often-scanned units of the latest CF resident (`resident`), within a share of
@@ -1014,11 +882,6 @@ impl Engine for RocksEngine {
         }
         let allocate = done.is_ok() && keys.len() <= record_cache::WRITE_ALLOCATE_MAX;
         self.records.written(&keys, allocate.then_some(&records[..]));
-        if done.is_ok() && !allocate {
-            if let (Some(first), Some(last)) = (keys.iter().min(), keys.iter().max()) {
-                self.warm_later(first, last);
-            }
-        }
         done
     }
 
@@ -1066,9 +929,6 @@ impl Engine for RocksEngine {
             self.resident.apply(puts.iter().map(|(k, v)| (k.as_slice(), Some(v.as_slice()))));
         }
         self.records.written(&cached, None);
-        if let (true, Some(first), Some(last)) = (ingested.is_ok(), cached.first(), cached.last()) {
-            self.warm_later(first, last);
-        }
         let _ = std::fs::remove_file(&path); // a moved file is gone already
         ingested.map_err(io)?;
         Ok(None)
@@ -1493,36 +1353,6 @@ mod tests {
         e.clear_range(Cf::Latest, b"k", b"l").expect("clear");
         assert_eq!(get("k0900"), None);
         assert_eq!(get("k0003"), None);
-    }
-
-    #[test]
-    fn a_loads_records_are_warmed_into_the_cache_and_never_over_a_later_write() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let e = RocksEngine::open(dir.path()).expect("open");
-        assert!(e.ingest(latest_puts(0..2000, "i")).expect("ingest").is_none());
-        // Written right after the load, inside its range: the warm-up must not put the
-        // loaded record back over it.
-        e.write(latest_puts([7], "w"), false).expect("write");
-        // Keys never read before: a hit can only come from the warm-up.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut warmed = false;
-        for i in 1000..2000u32 {
-            let (hits, _, _) = e.record_cache_stats();
-            let key = format!("k{i:04}");
-            assert_eq!(e.get(Cf::Latest, key.as_bytes()).expect("get"), Some(format!("i{i}").into_bytes()));
-            if e.record_cache_stats().0 > hits {
-                warmed = true;
-                break;
-            }
-            assert!(Instant::now() < deadline, "the load's records were never warmed");
-            std::thread::sleep(Duration::from_millis(30));
-        }
-        assert!(warmed, "every read missed");
-        assert_eq!(e.get(Cf::Latest, b"k0007").expect("get"), Some(b"w7".to_vec()));
-        for i in (0..2000u32).step_by(97) {
-            let want = if i == 7 { "w7".to_string() } else { format!("i{i}") };
-            assert_eq!(e.get(Cf::Latest, format!("k{i:04}").as_bytes()).expect("get"), Some(want.into_bytes()));
-        }
     }
 
     #[test]

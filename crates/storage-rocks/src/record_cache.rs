@@ -181,36 +181,6 @@ impl RecordCache {
         }
     }
 
-    /// A ticket for every stripe, as `lookup` would give one to a key of it (None where a
-    /// write is running), taken before a read of many keys (`fill_spare`): the warm-up
-    /// after a load reads a range with one iterator instead of key by key.
-    pub fn tickets(&self) -> Vec<Option<Ticket>> {
-        let mut out = Vec::with_capacity(SHARDS * STRIPES);
-        for (shard, s) in self.shards.iter().enumerate() {
-            let s = s.lock();
-            out.extend((0..STRIPES).map(|stripe| {
-                (s.writing[stripe] == 0).then(|| Ticket { shard, stripe, gen: s.gens[stripe] })
-            }));
-        }
-        out
-    }
-
-    /// Caches `key`'s `record`, read after `tickets` gave `tickets`, if no write of its
-    /// stripe started since and its shard has room (nothing is evicted for it).
-    pub fn fill_spare(&self, tickets: &[Option<Ticket>], key: &[u8], record: &[u8]) {
-        let (shard, stripe) = self.locate(key);
-        let Some(t) = tickets[shard * STRIPES + stripe] else { return };
-        let mut s = self.shards[shard].lock();
-        if s.gens[t.stripe] == t.gen {
-            s.set_spare(key, Some(record), self.shard_budget);
-        }
-    }
-
-    /// Whether the cache holds less than seven eighths of its budget.
-    pub fn has_room(&self) -> bool {
-        self.bytes() < self.shard_budget * SHARDS / 8 * 7
-    }
-
     /// Drops every entry (keys were removed outside writes: table files dropped whole).
     /// Fills racing with it are refused.
     pub fn clear(&self) {
@@ -250,13 +220,6 @@ impl Shard {
         self.set_within(key, record, valid, budget);
         // The process-wide gauge moves by the difference (wrapping: it may shrink).
         RECORD_CACHE_BYTES.fetch_add((self.bytes as u64).wrapping_sub(before as u64), Ordering::Relaxed);
-    }
-
-    /// `set` of a valid record if the entry fits within `budget` as is; else nothing.
-    fn set_spare(&mut self, key: &[u8], record: Option<&[u8]>, budget: usize) {
-        if self.bytes + Slot::cost(key, record) <= budget {
-            self.set(key, record, true, budget);
-        }
     }
 
     fn set_within(&mut self, key: &[u8], record: Option<&[u8]>, valid: bool, budget: usize) {
@@ -340,40 +303,6 @@ mod tests {
         c.writing(&[b"k"]);
         c.written(&[b"k"], None);
         assert!(hit(&c, b"k").is_none(), "a write that caches nothing leaves the key uncached");
-    }
-
-    #[test]
-    fn a_warm_up_fills_spare_room_and_never_over_a_racing_write() {
-        let c = RecordCache::new(SHARDS * 40 * (ENTRY_OVERHEAD + 16));
-        let keys: Vec<Vec<u8>> = (0..20 * SHARDS as u32).map(|i| format!("read{i:06}").into_bytes()).collect();
-        for k in &keys {
-            fill(&c, k, Some(b"r"));
-        }
-        let held: Vec<&Vec<u8>> = keys.iter().filter(|k| hit(&c, k).is_some()).collect();
-        // A warm-up of many more records than fit: it fills room, evicts nothing.
-        let tickets = c.tickets();
-        let load: Vec<Vec<u8>> = (0..100 * SHARDS as u32).map(|i| format!("load{i:06}").into_bytes()).collect();
-        for k in &load {
-            c.fill_spare(&tickets, k, b"v");
-        }
-        for k in &held {
-            assert_eq!(hit(&c, k), Some(Some(b"r".to_vec())), "evicted {:?}", String::from_utf8_lossy(k));
-        }
-        let cached = load.iter().filter(|k| hit(&c, k).is_some()).count();
-        assert!(cached > 0 && cached < load.len(), "the warm-up filled the room there was: {cached}");
-        assert!(!c.has_room());
-        // Tickets taken before a write of the key's stripe are refused, as a reader's are.
-        let c = RecordCache::new(1 << 20);
-        assert!(c.has_room());
-        let tickets = c.tickets();
-        c.writing(&[b"k"]);
-        let during = c.tickets();
-        c.written(&[b"k"], None);
-        c.fill_spare(&tickets, b"k", b"old");
-        c.fill_spare(&during, b"k", b"old");
-        assert!(hit(&c, b"k").is_none());
-        c.fill_spare(&c.tickets(), b"k", b"new");
-        assert_eq!(hit(&c, b"k"), Some(Some(b"new".to_vec())));
     }
 
     #[test]
