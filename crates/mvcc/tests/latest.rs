@@ -383,6 +383,12 @@ async fn gc_removes_the_latest_record_of_a_collected_deletion() {
     assert_eq!(c.batch_get(&[b"a".to_vec()], ts(70)).await.expect("get"), vec![Some(b"3".to_vec())]);
 }
 
+/// A write record as `Write::encode` gives it, for stores made by hand as older versions
+/// left them.
+fn write_record(kind: Kind, start: u64, value: Option<&[u8]>) -> Vec<u8> {
+    Write { kind, start_ts: ts(start), short_value: value.map(<[u8]>::to_vec) }.encode()
+}
+
 #[tokio::test]
 async fn compactions_drop_the_long_values_an_older_store_kept_apart() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -390,14 +396,11 @@ async fn compactions_drop_the_long_values_an_older_store_kept_apart() {
     // As an older version left it: "a" put at 11 with its long value in the data CF, then
     // at 21 (inline); "b" put at 11 with a long value, its newest.
     let mut b = WriteBatch::default();
-    let rec = |start: u64, v: Option<&[u8]>| {
-        Write { kind: Kind::Put, start_ts: ts(start), short_value: v.map(<[u8]>::to_vec) }.encode()
-    };
     let (a, bk) = (encode_user_key(b"a"), encode_user_key(b"b"));
-    b.put(Cf::Write, versioned(&a, ts(11)), rec(10, None));
+    b.put(Cf::Write, versioned(&a, ts(11)), write_record(Kind::Put, 10, None));
     b.put(Cf::Data, versioned(&a, ts(10)), vec![b'L'; 400]);
-    b.put(Cf::Write, versioned(&a, ts(21)), rec(20, Some(b"a2")));
-    b.put(Cf::Write, versioned(&bk, ts(11)), rec(10, None));
+    b.put(Cf::Write, versioned(&a, ts(21)), write_record(Kind::Put, 20, Some(b"a2")));
+    b.put(Cf::Write, versioned(&bk, ts(11)), write_record(Kind::Put, 10, None));
     b.put(Cf::Data, versioned(&bk, ts(10)), vec![b'M'; 300]);
     engine.write(b, true).expect("write");
     let c = LocalClient::new(Arc::new(MvccStore::open(engine.clone()).expect("open")), false);
@@ -422,17 +425,14 @@ async fn a_store_from_before_the_latest_cf_gets_it_built_at_open() {
     // As an older version left it: "a" put at 11 and at 21 (long value), "b" put at 11 and
     // deleted at 21, "c" put at 11 then a lock-only record at 31.
     let mut b = WriteBatch::default();
-    let rec = |kind, start: u64, v: Option<&[u8]>| {
-        Write { kind, start_ts: ts(start), short_value: v.map(<[u8]>::to_vec) }.encode()
-    };
     let (a, bk, ck) = (encode_user_key(b"a"), encode_user_key(b"b"), encode_user_key(b"c"));
-    b.put(Cf::Write, versioned(&a, ts(11)), rec(Kind::Put, 10, Some(b"a1")));
-    b.put(Cf::Write, versioned(&a, ts(21)), rec(Kind::Put, 20, None));
+    b.put(Cf::Write, versioned(&a, ts(11)), write_record(Kind::Put, 10, Some(b"a1")));
+    b.put(Cf::Write, versioned(&a, ts(21)), write_record(Kind::Put, 20, None));
     b.put(Cf::Data, versioned(&a, ts(20)), vec![b'L'; 400]);
-    b.put(Cf::Write, versioned(&bk, ts(11)), rec(Kind::Put, 10, Some(b"b1")));
-    b.put(Cf::Write, versioned(&bk, ts(21)), rec(Kind::Delete, 20, None));
-    b.put(Cf::Write, versioned(&ck, ts(11)), rec(Kind::Put, 10, Some(b"c1")));
-    b.put(Cf::Write, versioned(&ck, ts(31)), rec(Kind::Lock, 30, None));
+    b.put(Cf::Write, versioned(&bk, ts(11)), write_record(Kind::Put, 10, Some(b"b1")));
+    b.put(Cf::Write, versioned(&bk, ts(21)), write_record(Kind::Delete, 20, None));
+    b.put(Cf::Write, versioned(&ck, ts(11)), write_record(Kind::Put, 10, Some(b"c1")));
+    b.put(Cf::Write, versioned(&ck, ts(31)), write_record(Kind::Lock, 30, None));
     engine.write(b, true).expect("write");
 
     let c = LocalClient::new(Arc::new(MvccStore::open(engine.clone()).expect("open")), false);
