@@ -208,6 +208,9 @@ const INGEST_DIR: &str = "ingest";
 struct Staging {
     /// In memory: this process's own directory on a tmpfs, removed when the engine closes.
     memory: Option<PathBuf>,
+    /// Set once a file could not be written in memory (a full tmpfs, e.g. a container's
+    /// 64 MiB `/dev/shm`): later files go to the disk without first failing there.
+    memory_failed: AtomicBool,
     /// In the data directory (`INGEST_DIR`): when there is no tmpfs, or it is full.
     disk: PathBuf,
 }
@@ -231,7 +234,7 @@ impl Staging {
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
             p.join(format!("{STAGING_PREFIX}{}.{n}", std::process::id()))
         });
-        Staging { memory, disk: dir.join(INGEST_DIR) }
+        Staging { memory, memory_failed: AtomicBool::new(false), disk: dir.join(INGEST_DIR) }
     }
 }
 
@@ -544,10 +547,18 @@ impl RocksEngine {
     /// it can (`Staging`), and returns its path and whether it is in memory (to be copied
     /// in, not moved).
     fn write_table_file(&self, cf: Cf, puts: &[(Vec<u8>, Vec<u8>)]) -> Result<(PathBuf, bool)> {
-        if let Some(dir) = &self.staging.memory {
+        if let Some(dir) = self.staging.memory.as_ref().filter(|_| !self.staging.memory_failed.load(Ordering::Relaxed))
+        {
             // A full (or missing) tmpfs is no error: the data directory takes the file.
-            if let Ok(path) = self.write_table_file_in(dir, cf, puts) {
-                return Ok((path, true));
+            match self.write_table_file_in(dir, cf, puts) {
+                Ok(path) => return Ok((path, true)),
+                Err(e) => {
+                    self.staging.memory_failed.store(true, Ordering::Relaxed);
+                    eprintln!(
+                        "strata: staging bulk-load files in {} failed ({e}); using the data directory",
+                        dir.display()
+                    );
+                }
             }
         }
         Ok((self.write_table_file_in(&self.staging.disk, cf, puts)?, false))
@@ -1417,6 +1428,26 @@ mod tests {
         } else {
             eprintln!("/dev/shm is no tmpfs: the file was moved in from the data directory ({cached}/{pages} cached)");
         }
+    }
+
+    #[test]
+    fn a_staging_directory_that_fails_gives_way_to_the_data_directory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut e = RocksEngine::open(dir.path()).expect("open");
+        // A directory that cannot be made: its parent is a file.
+        let blocker = dir.path().join("not-a-dir");
+        std::fs::write(&blocker, b"x").expect("write");
+        e.staging.memory = Some(blocker.join("staging"));
+        for round in 0..2u32 {
+            let mut b = WriteBatch::default();
+            for k in 0..100u32 {
+                b.put(Cf::Latest, format!("r{round}k{k:04}").into_bytes(), b"v".to_vec());
+            }
+            assert!(e.ingest(b).expect("ingest").is_none(), "taken as a table file");
+            assert!(e.staging.memory_failed.load(Ordering::Relaxed));
+        }
+        assert_eq!(e.get(Cf::Latest, b"r1k0099").expect("get"), Some(b"v".to_vec()));
+        assert_eq!(e.get(Cf::Latest, b"r0k0000").expect("get"), Some(b"v".to_vec()));
     }
 
     #[test]
