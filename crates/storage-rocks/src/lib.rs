@@ -972,13 +972,13 @@ impl Engine for RocksEngine {
         if keys.is_empty() {
             return self.db.write_opt(wb, &wo).map_err(io);
         }
-        self.records.writing(&keys);
+        let marks = self.records.writing(&keys);
         let done = self.db.write_opt(wb, &wo).map_err(io);
         if done.is_ok() {
             self.resident.apply(keys.iter().copied().zip(records.iter().copied()));
         }
         let allocate = done.is_ok() && keys.len() <= record_cache::WRITE_ALLOCATE_MAX;
-        self.records.written(&keys, allocate.then_some(&records[..]));
+        self.records.written(&keys, allocate.then_some(&records[..]), marks);
         done
     }
 
@@ -1014,7 +1014,7 @@ impl Engine for RocksEngine {
         let (path, in_memory) = self.write_table_file(cf, &puts)?;
         let cached: Vec<&[u8]> =
             if cf == RECORD_CACHED_CF { puts.iter().map(|(k, _)| k.as_slice()).collect() } else { Vec::new() };
-        self.records.writing(&cached);
+        let marks = self.records.writing(&cached);
         // Everything written before goes to disk first: the file is durable once ingested,
         // and its puts may have been computed from writes the log still only buffers.
         let ingested = self.db.flush_wal(true).and_then(|_| {
@@ -1026,7 +1026,7 @@ impl Engine for RocksEngine {
         if ingested.is_ok() && cf == RECORD_CACHED_CF {
             self.resident.apply(puts.iter().map(|(k, v)| (k.as_slice(), Some(v.as_slice()))));
         }
-        self.records.written(&cached, None);
+        self.records.written(&cached, None, marks);
         let _ = std::fs::remove_file(&path); // a moved file is gone already; a copied one is not
         ingested.map_err(io)?;
         Ok(None)

@@ -87,6 +87,36 @@ pub(crate) struct Ticket {
     gen: u64,
 }
 
+/// The stripes one `RecordCache::writing` marked as being written: a bit per stripe, per
+/// shard. `written` takes them to end exactly those marks.
+#[must_use = "hand the marks to `written`"]
+pub(crate) struct Marks {
+    stripes: [u16; SHARDS],
+}
+
+impl Marks {
+    /// Marks the stripe; true if it was not marked yet.
+    fn mark(&mut self, shard: usize, stripe: usize) -> bool {
+        let bit = 1u16 << stripe;
+        let fresh = self.stripes[shard] & bit == 0;
+        self.stripes[shard] |= bit;
+        fresh
+    }
+
+    /// Clears the stripe's mark; true if it was marked.
+    fn unmark(&mut self, shard: usize, stripe: usize) -> bool {
+        let bit = 1u16 << stripe;
+        let was = self.stripes[shard] & bit != 0;
+        self.stripes[shard] &= !bit;
+        was
+    }
+}
+
+/// The stripes whose bits `mask` sets.
+fn bits(mask: u16) -> impl Iterator<Item = usize> {
+    (0..STRIPES).filter(move |i| mask & (1 << i) != 0)
+}
+
 /// What `RecordCache::lookup` found.
 pub(crate) enum Lookup {
     /// The key's record (None: it has none).
@@ -156,27 +186,80 @@ impl RecordCache {
     }
 
     /// Before `keys` are written: their entries are emptied and their stripes marked as
-    /// being written. Every call is followed by `written` of the same keys.
-    pub fn writing(&self, keys: &[&[u8]]) {
-        for key in keys {
-            let (shard, stripe) = self.locate(key);
-            let mut s = self.shards[shard].lock();
-            s.writing[stripe] += 1;
-            s.gens[stripe] += 1;
-            s.set(key, None, false, self.shard_budget);
+    /// being written (each stripe once per call). Every call is followed by `written` of
+    /// the same keys with the marks it returns.
+    pub fn writing(&self, keys: &[&[u8]]) -> Marks {
+        let mut marks = Marks { stripes: [0; SHARDS] };
+        if keys.len() <= WRITE_ALLOCATE_MAX {
+            for key in keys {
+                let (shard, stripe) = self.locate(key);
+                let mut s = self.shards[shard].lock();
+                if marks.mark(shard, stripe) {
+                    s.writing[stripe] += 1;
+                    s.gens[stripe] += 1;
+                }
+                s.set(key, None, false, self.shard_budget);
+            }
+            return marks;
         }
+        // A large batch takes each shard's lock once: its keys grouped by shard (a
+        // counting sort of their indices).
+        let places: Vec<(usize, usize)> = keys.iter().map(|k| self.locate(k)).collect();
+        let mut starts = [0usize; SHARDS + 1];
+        for &(shard, _) in &places {
+            starts[shard + 1] += 1;
+        }
+        for i in 0..SHARDS {
+            starts[i + 1] += starts[i];
+        }
+        let mut next = starts;
+        let mut order = vec![0usize; keys.len()];
+        for (i, &(shard, stripe)) in places.iter().enumerate() {
+            order[next[shard]] = i;
+            next[shard] += 1;
+            marks.mark(shard, stripe);
+        }
+        for (shard, mask) in marks.stripes.iter().enumerate() {
+            if *mask == 0 {
+                continue;
+            }
+            let mut s = self.shards[shard].lock();
+            for stripe in bits(*mask) {
+                s.writing[stripe] += 1;
+                s.gens[stripe] += 1;
+            }
+            if !s.map.is_empty() {
+                for &i in &order[starts[shard]..starts[shard + 1]] {
+                    s.set(keys[i], None, false, self.shard_budget);
+                }
+            }
+        }
+        marks
     }
 
-    /// After the write `writing` announced: each key's record as written (None: deleted),
-    /// or, when `records` is None (a failed write, a large batch), nothing cached.
-    pub fn written(&self, keys: &[&[u8]], records: Option<&[Option<&[u8]>]>) {
-        for (i, key) in keys.iter().enumerate() {
-            let (shard, stripe) = self.locate(key);
+    /// After the write `writing` announced (and marked with `marks`): each key's record as
+    /// written (None: deleted), or, when `records` is None (a failed write, a large
+    /// batch), nothing cached and only the marked stripes touched.
+    pub fn written(&self, keys: &[&[u8]], records: Option<&[Option<&[u8]>]>, mut marks: Marks) {
+        if let Some(records) = records {
+            for (key, record) in keys.iter().zip(records) {
+                let (shard, stripe) = self.locate(key);
+                let mut s = self.shards[shard].lock();
+                if marks.unmark(shard, stripe) {
+                    s.writing[stripe] -= 1;
+                    s.gens[stripe] += 1;
+                }
+                s.set(key, *record, true, self.shard_budget);
+            }
+        }
+        for (shard, mask) in marks.stripes.iter().enumerate() {
+            if *mask == 0 {
+                continue;
+            }
             let mut s = self.shards[shard].lock();
-            s.writing[stripe] -= 1;
-            s.gens[stripe] += 1;
-            if let Some(records) = records {
-                s.set(key, records[i], true, self.shard_budget);
+            for stripe in bits(*mask) {
+                s.writing[stripe] -= 1;
+                s.gens[stripe] += 1;
             }
         }
     }
@@ -295,13 +378,13 @@ mod tests {
         assert_eq!(hit(&c, b"k"), Some(Some(b"v1".to_vec())));
         fill(&c, b"absent", None);
         assert_eq!(hit(&c, b"absent"), Some(None));
-        c.writing(&[b"k", b"absent"]);
+        let m = c.writing(&[b"k", b"absent"]);
         assert!(hit(&c, b"k").is_none(), "a key being written is not served");
-        c.written(&[b"k", b"absent"], Some(&[Some(b"v2"), Some(b"new")]));
+        c.written(&[b"k", b"absent"], Some(&[Some(b"v2"), Some(b"new")]), m);
         assert_eq!(hit(&c, b"k"), Some(Some(b"v2".to_vec())));
         assert_eq!(hit(&c, b"absent"), Some(Some(b"new".to_vec())));
-        c.writing(&[b"k"]);
-        c.written(&[b"k"], None);
+        let m = c.writing(&[b"k"]);
+        c.written(&[b"k"], None, m);
         assert!(hit(&c, b"k").is_none(), "a write that caches nothing leaves the key uncached");
     }
 
@@ -310,25 +393,55 @@ mod tests {
         let c = RecordCache::new(1 << 20);
         // The reader looked before the write started.
         let Lookup::Miss(t) = c.lookup(b"k") else { panic!("empty cache") };
-        c.writing(&[b"k"]);
-        c.written(&[b"k"], None);
+        let m = c.writing(&[b"k"]);
+        c.written(&[b"k"], None, m);
         c.fill(b"k", t, Some(b"old"));
         assert!(hit(&c, b"k").is_none());
         // The reader looked while the write ran: no ticket.
-        c.writing(&[b"k"]);
+        let m = c.writing(&[b"k"]);
         let Lookup::Miss(t) = c.lookup(b"k") else { panic!("not cached") };
         assert!(t.is_none());
-        c.written(&[b"k"], Some(&[Some(b"new")]));
+        c.written(&[b"k"], Some(&[Some(b"new")]), m);
         c.fill(b"k", t, Some(b"old"));
         assert_eq!(hit(&c, b"k"), Some(Some(b"new".to_vec())));
         // A clear refuses fills that looked before it.
-        c.writing(&[b"j"]);
-        c.written(&[b"j"], None);
+        let m = c.writing(&[b"j"]);
+        c.written(&[b"j"], None, m);
         let Lookup::Miss(t) = c.lookup(b"j") else { panic!("not cached") };
         c.clear();
         c.fill(b"j", t, Some(b"gone"));
         assert!(hit(&c, b"j").is_none());
         assert!(hit(&c, b"k").is_none());
+    }
+
+    #[test]
+    fn a_large_write_empties_its_keys_and_ends_its_marks() {
+        let c = RecordCache::new(64 << 20);
+        let keys: Vec<Vec<u8>> = (0..5000u32).map(|i| format!("row{i:05}").into_bytes()).collect();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        for k in &refs[..100] {
+            fill(&c, k, Some(b"old"));
+        }
+        fill(&c, b"bystander", Some(b"kept"));
+        let Lookup::Miss(before) = c.lookup(b"row04999") else { panic!("not cached") };
+        // A small write overlapping the large one: the stripe counts of both balance.
+        let small = c.writing(&[refs[0], refs[1]]);
+        let large = c.writing(&refs);
+        for k in &refs[..100] {
+            assert!(hit(&c, k).is_none(), "{k:?} is being written");
+        }
+        assert!(refs.iter().all(|k| matches!(c.lookup(k), Lookup::Miss(None))), "no fill while written");
+        c.written(&refs, None, large);
+        c.written(&[refs[0], refs[1]], Some(&[Some(b"a"), Some(b"b")]), small);
+        assert_eq!(hit(&c, refs[0]), Some(Some(b"a".to_vec())));
+        assert_eq!(hit(&c, b"bystander"), Some(Some(b"kept".to_vec())));
+        c.fill(b"row04999", before, Some(b"stale"));
+        assert!(hit(&c, b"row04999").is_none(), "a fill that looked before the write is refused");
+        // Every mark ended: reads may fill again.
+        for k in &refs[2..] {
+            fill(&c, k, Some(b"new"));
+            assert_eq!(hit(&c, k), Some(Some(b"new".to_vec())));
+        }
     }
 
     #[test]
