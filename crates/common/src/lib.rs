@@ -5,6 +5,7 @@ pub mod cancel;
 pub mod error;
 pub mod histogram;
 pub mod ids;
+pub mod keysort;
 pub mod storage_metrics;
 pub mod time;
 pub mod value;

@@ -76,7 +76,7 @@ pub(crate) struct Committing {
 impl Committing {
     /// An entry for `keys` (any order, distinct) of the transaction `start_ts`.
     pub fn new(mut keys: Vec<(Vec<u8>, Kind)>, primary: Arc<[u8]>, start_ts: Timestamp, ttl_ms: u64) -> Committing {
-        keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        strata_common::keysort::sort_by_key_bytes(&mut keys, |k| &k.0);
         Committing { keys, primary, start_ts, ttl_ms }
     }
 

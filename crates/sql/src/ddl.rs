@@ -841,7 +841,7 @@ impl Engine {
         if entries.is_empty() {
             return Ok(Run::Done);
         }
-        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        strata_common::keysort::sort_by_key_bytes(&mut entries, |e| &e.0);
         let commit_ts = self.oracle.get_ts().await?;
         if !self.client.commit_unread(entries, txn.start_ts(), commit_ts).await? {
             return Ok(Run::KeyInUse);
