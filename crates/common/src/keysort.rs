@@ -10,6 +10,10 @@
 /// Inputs shorter than this are sorted directly: the tags would not pay for themselves.
 const TAGGED_MIN: usize = 64;
 
+/// Memory the sort takes per item while it runs (a tag and a source position), for callers
+/// that bound what they collect before sorting.
+pub const BYTES_PER_ITEM: usize = std::mem::size_of::<(u128, u32)>() + std::mem::size_of::<u32>();
+
 /// Sorts `items` by the bytes `key` gives for each, ascending (unstable: items with equal
 /// keys end up in any order). The order is exactly `key(a).cmp(key(b))`'s.
 pub fn sort_by_key_bytes<T>(items: &mut [T], key: impl Fn(&T) -> &[u8]) {
@@ -53,7 +57,7 @@ fn permute<T>(items: &mut [T], source: &mut [u32]) {
         loop {
             let from = source[at] as usize;
             source[at] = at as u32;
-            if from == start || from == at {
+            if from == start {
                 break;
             }
             items.swap(at, from);

@@ -53,9 +53,9 @@ fn batch_entry(
     Ok((row, ik, iv))
 }
 
-/// What one collected entry costs beyond its bytes (two vectors), counted against
-/// `BACKFILL_RUN_BYTES`.
-const ENTRY_OVERHEAD: usize = 2 * std::mem::size_of::<Vec<u8>>();
+/// What one collected entry costs beyond its bytes (two vectors, and the sort's tag),
+/// counted against `BACKFILL_RUN_BYTES`.
+const ENTRY_OVERHEAD: usize = 2 * std::mem::size_of::<Vec<u8>>() + strata_common::keysort::BYTES_PER_ITEM;
 
 /// Memory the entries one run of a non-unique index's backfill collects
 /// (read at one snapshot, sorted, committed in one store command). The entries arrive in
