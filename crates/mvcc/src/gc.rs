@@ -439,7 +439,7 @@ mod tests {
 
     fn entry(key: &str, commit: u64, kind: Kind, long: bool) -> (Vec<u8>, Vec<u8>) {
         let short_value = (kind == Kind::Put && !long).then(|| b"v".to_vec());
-        let w = Write { kind, start_ts: Timestamp(commit - 1), short_value };
+        let w = Write { kind, start_ts: Timestamp(commit - 1), short_value, delta_base: None };
         (versioned(&encode_user_key(key.as_bytes()), Timestamp(commit)), w.encode())
     }
 

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!   lock  CF:  key                      -> Lock  { kind, primary, start_ts, ttl, value? }
-//!   write CF:  enc(key) ++ !commit_ts   -> Write { kind, start_ts, value? }
+//!   write CF:  enc(key) ++ !commit_ts   -> Write { kind, start_ts, value? | (base_ts, delta) }
 //!   data  CF:  enc(key) ++ !start_ts    -> value          (long values of older stores)
 //!   latest CF: enc(key)                 -> commit_ts ++ Write   (the newest Put or Delete)
 //! ```
@@ -14,8 +14,11 @@
 //! A Put's latest record is therefore its only copy while it is the newest (its kind byte
 //! is `p`, "no twin": `latest_record`), with its value inline whatever its size: a current
 //! read is one point get, and a row inserted once is written once. The commit that
-//! supersedes it moves it into the write CF, value and all, in the same batch, where the
-//! readers older than the new version find it. A Delete's latest record has its twin in
+//! supersedes it moves it into the write CF in the same batch, where the
+//! readers older than the new version find it — as a delta against the new value when
+//! that is much shorter (`delta_of`), naming the new version's commit timestamp as its
+//! base (`Write::delta_base`; a reader rebuilds it with `apply_delta` from there, see
+//! `MvccStore::undelta`). A Delete's latest record has its twin in
 //! the write CF, as GC finds deletions there. Records written before these rules (layout
 //! `latest-v1`) have twins, and may point into the data CF; so may write records of stores
 //! written before every value was kept inline (values over 255 bytes went to the data CF,
@@ -30,6 +33,10 @@ use strata_common::{Error, Result, Timestamp};
 
 /// The kind byte of a latest-CF Put record whose write CF has no twin (module docs).
 const TWINLESS_PUT: u8 = b'p';
+
+/// The value tag of a write record holding a delta against a newer version (after 0, no
+/// value, and 1, the value).
+const DELTA_TAG: u8 = 2;
 
 /// What a lock or write record does to its key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,8 +101,11 @@ pub struct Write {
     /// Start timestamp of the transaction that wrote it.
     pub start_ts: Timestamp,
     /// The value (Put only); None for a Put whose long value an older store kept in the
-    /// data CF.
+    /// data CF. With `delta_base`, not the value but its delta (`delta`).
     pub short_value: Option<Vec<u8>>,
+    /// For a superseded Put kept as a delta: the commit timestamp of the version whose
+    /// value the delta applies to (the one that superseded it; module docs).
+    pub delta_base: Option<Timestamp>,
 }
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
@@ -178,16 +188,28 @@ impl Lock {
 impl Write {
     /// Serializes the record.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(12 + self.short_value.as_ref().map_or(0, |v| v.len()));
+        let mut out = Vec::with_capacity(20 + self.short_value.as_ref().map_or(0, |v| v.len()));
         out.push(self.kind.to_byte());
         out.extend_from_slice(&self.start_ts.0.to_le_bytes());
-        put_opt(&mut out, &self.short_value);
+        match (&self.short_value, self.delta_base) {
+            (Some(d), Some(base)) => {
+                out.push(DELTA_TAG);
+                out.extend_from_slice(&base.0.to_le_bytes());
+                put_bytes(&mut out, d);
+            }
+            (v, _) => put_opt(&mut out, v),
+        }
         out
     }
 
     /// The record, borrowed.
     pub fn as_ref(&self) -> WriteRef<'_> {
-        WriteRef { kind: self.kind, start_ts: self.start_ts, short_value: self.short_value.as_deref() }
+        WriteRef {
+            kind: self.kind,
+            start_ts: self.start_ts,
+            short_value: self.short_value.as_deref(),
+            delta_base: self.delta_base,
+        }
     }
 
     /// Parses a record.
@@ -204,20 +226,37 @@ pub struct WriteRef<'a> {
     /// Start timestamp of the transaction that wrote it.
     pub start_ts: Timestamp,
     /// The value (Put only); None for a Put whose long value an older store kept in the
-    /// data CF.
+    /// data CF. With `delta_base`, not the value but its delta (`delta`).
     pub short_value: Option<&'a [u8]>,
+    /// As `Write::delta_base`.
+    pub delta_base: Option<Timestamp>,
 }
 
 impl<'a> WriteRef<'a> {
     /// Parses a record without copying its value.
     pub fn decode(b: &'a [u8]) -> Result<WriteRef<'a>> {
         let mut r = Reader(b);
-        Ok(WriteRef { kind: Kind::from_byte(r.u8()?)?, start_ts: Timestamp(r.u64()?), short_value: r.opt_slice()? })
+        let (kind, start_ts) = (Kind::from_byte(r.u8()?)?, Timestamp(r.u64()?));
+        let (short_value, delta_base) = match r.u8()? {
+            0 => (None, None),
+            1 => (Some(r.slice()?), None),
+            DELTA_TAG => {
+                let base = Timestamp(r.u64()?);
+                (Some(r.slice()?), Some(base))
+            }
+            other => return Err(Error::internal(format!("corrupt write record value tag {other}"))),
+        };
+        Ok(WriteRef { kind, start_ts, short_value, delta_base })
     }
 
     /// An owned copy.
     pub fn to_owned(self) -> Write {
-        Write { kind: self.kind, start_ts: self.start_ts, short_value: self.short_value.map(<[u8]>::to_vec) }
+        Write {
+            kind: self.kind,
+            start_ts: self.start_ts,
+            short_value: self.short_value.map(<[u8]>::to_vec),
+            delta_base: self.delta_base,
+        }
     }
 }
 
@@ -262,6 +301,99 @@ pub fn split_latest(value: &[u8]) -> Result<(Timestamp, WriteRef<'_>)> {
 /// Whether a latest CF value is a Put with no twin in the write CF (`latest_record`).
 pub fn is_twinless(latest: &[u8]) -> bool {
     latest.get(8) == Some(&TWINLESS_PUT)
+}
+
+/// Values shorter than this are kept whole when superseded: a delta saves little on them,
+/// and a small row updated over and over (a TPC-C district) would make a reader of an old
+/// version walk a long chain of deltas.
+pub const DELTA_MIN_LEN: usize = 64;
+
+/// Byte runs closer than this are written as one run (a run's header costs 2 bytes or more).
+const DELTA_RUN_GAP: usize = 8;
+
+/// The delta that turns `new` back into `old`, if keeping it instead of `old` pays: both of
+/// one length (a row whose updated columns have fixed widths), `old` at least
+/// `DELTA_MIN_LEN` bytes, and the delta at most half of it. The delta is a sequence of runs,
+/// each `skip:varint len:varint bytes[len]`: `skip` bytes of `new` kept, then `len` bytes
+/// of `old` instead of `new`'s.
+pub fn delta_of(old: &[u8], new: &[u8]) -> Option<Vec<u8>> {
+    if old.len() != new.len() || old.len() < DELTA_MIN_LEN {
+        return None;
+    }
+    let budget = old.len() / 2;
+    let mut out = Vec::with_capacity(32);
+    let mut done = 0; // bytes of `new` accounted for by the runs so far
+    let mut i = 0;
+    while i < old.len() {
+        // The next differing byte, 8 bytes at a time where they are equal.
+        while i + 8 <= old.len() && old[i..i + 8] == new[i..i + 8] {
+            i += 8;
+        }
+        while i < old.len() && old[i] == new[i] {
+            i += 1;
+        }
+        if i == old.len() {
+            break;
+        }
+        // The run: up to the next stretch of DELTA_RUN_GAP equal bytes (or the end).
+        let start = i;
+        let mut end = i + 1;
+        let mut j = end;
+        while j < old.len() && j - end < DELTA_RUN_GAP {
+            if old[j] != new[j] {
+                end = j + 1;
+            }
+            j += 1;
+        }
+        put_varint(&mut out, (start - done) as u64);
+        put_varint(&mut out, (end - start) as u64);
+        out.extend_from_slice(&old[start..end]);
+        if out.len() > budget {
+            return None;
+        }
+        done = end;
+        i = end;
+    }
+    Some(out)
+}
+
+/// The value `delta` (`delta_of`) stands for, given the value of its base version.
+pub fn apply_delta(base: &[u8], delta: &[u8]) -> Result<Vec<u8>> {
+    let corrupt = || Error::internal("corrupt MVCC delta");
+    let mut out = base.to_vec();
+    let mut input = delta;
+    let mut at = 0usize;
+    while !input.is_empty() {
+        let skip = get_varint(&mut input).ok_or_else(corrupt)?;
+        let len = get_varint(&mut input).ok_or_else(corrupt)?;
+        let start = at.checked_add(skip).ok_or_else(corrupt)?;
+        let end = start.checked_add(len).filter(|&e| e <= out.len() && len <= input.len()).ok_or_else(corrupt)?;
+        out[start..end].copy_from_slice(&input[..len]);
+        input = &input[len..];
+        at = end;
+    }
+    Ok(out)
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(input: &mut &[u8]) -> Option<usize> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let (&b, rest) = input.split_first()?;
+        *input = rest;
+        v |= u64::from(b & 0x7F) << shift;
+        if b < 0x80 {
+            return usize::try_from(v).ok();
+        }
+    }
+    None
 }
 
 /// The group-encoded form of a user key (the prefix of its versioned keys).
@@ -347,6 +479,49 @@ mod tests {
     }
 
     #[test]
+    fn a_delta_gives_back_the_old_value_and_only_pays_its_way() {
+        // A stock-like row: two fixed-width columns near the ends change, the rest stays.
+        let new: Vec<u8> = (0..300u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut old = new.clone();
+        old[12..20].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        old[250] ^= 0x55;
+        old[258] ^= 0x01; // within DELTA_RUN_GAP of the last change: one run
+        old[299] ^= 0xFF; // the very last byte
+        let d = delta_of(&old, &new).expect("a few changed bytes pay");
+        assert!(d.len() < 40, "{} bytes", d.len());
+        assert_eq!(apply_delta(&new, &d).expect("apply"), old);
+        // Equal values: an empty delta.
+        assert_eq!(apply_delta(&new, &delta_of(&new, &new).expect("delta")).expect("apply"), new);
+        // Other lengths, short values, or mostly different bytes: kept whole.
+        assert_eq!(delta_of(&old[..299], &new[..298]), None);
+        assert_eq!(delta_of(&old[..40], &new[..40]), None);
+        let inverted: Vec<u8> = new.iter().map(|b| !b).collect();
+        assert_eq!(delta_of(&inverted, &new), None);
+        // A delta that reaches past its base is refused, not applied.
+        assert!(apply_delta(&new[..100], &d).is_err());
+        assert!(apply_delta(&new, &[0x80]).is_err());
+        // Every single-byte change at every position round-trips.
+        for i in 0..new.len() {
+            let mut o = new.clone();
+            o[i] = o[i].wrapping_add(1);
+            let d = delta_of(&o, &new).expect("one byte");
+            assert_eq!(apply_delta(&new, &d).expect("apply"), o, "byte {i}");
+        }
+    }
+
+    #[test]
+    fn a_delta_record_round_trips() {
+        let w = Write {
+            kind: Kind::Put,
+            start_ts: Timestamp(7),
+            short_value: Some(vec![0, 3, 1, 2, 3]),
+            delta_base: Some(Timestamp(12)),
+        };
+        assert_eq!(Write::decode(&w.encode()).expect("write"), w);
+        assert_eq!(WriteRef::decode(&w.encode()).expect("ref").delta_base, Some(Timestamp(12)));
+    }
+
+    #[test]
     fn records_round_trip_and_versions_sort_newest_first() {
         let l = Lock {
             kind: Kind::Put,
@@ -357,7 +532,7 @@ mod tests {
             short_value: Some(b"v".to_vec()),
         };
         assert_eq!(Lock::decode(&l.encode()).expect("lock"), l);
-        let w = Write { kind: Kind::Rollback, start_ts: Timestamp(9), short_value: None };
+        let w = Write { kind: Kind::Rollback, start_ts: Timestamp(9), short_value: None, delta_base: None };
         assert_eq!(Write::decode(&w.encode()).expect("write"), w);
         let k = encode_user_key(b"key");
         assert!(versioned(&k, Timestamp(10)) < versioned(&k, Timestamp(9)));
@@ -367,7 +542,8 @@ mod tests {
         let latest = latest_value(Timestamp(12), &w.encode());
         let (commit, r) = split_latest(&latest).expect("latest");
         assert_eq!((commit, r.to_owned()), (Timestamp(12), w));
-        let put = Write { kind: Kind::Put, start_ts: Timestamp(3), short_value: Some(b"value".to_vec()) };
+        let put =
+            Write { kind: Kind::Put, start_ts: Timestamp(3), short_value: Some(b"value".to_vec()), delta_base: None };
         assert_eq!(WriteRef::decode(&put.encode()).expect("ref").short_value, Some(b"value".as_slice()));
         assert!(split_latest(b"short").is_err());
         assert!(!is_twinless(&latest));

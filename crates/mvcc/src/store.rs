@@ -22,9 +22,13 @@ use crate::group_sync::GroupSync;
 use crate::latches::Latches;
 use crate::lock_table::{Changes, Committing, Held, LockTable, Prior};
 use crate::records::{
-    decode_user_key, encode_user_key, is_twinless, latest_record, latest_value, split_latest, split_versioned,
-    versioned, Kind, Lock, Write, WriteRef,
+    apply_delta, decode_user_key, delta_of, encode_user_key, is_twinless, latest_record, latest_value, split_latest,
+    split_versioned, versioned, Kind, Lock, Write, WriteRef,
 };
+
+/// How many times `undelta` looks again for a base version that left the latest CF while it
+/// looked (each time yielding the thread to the commit moving it).
+const UNDELTA_RETRIES: usize = 1000;
 
 /// How many deleted entries a command's shared write-CF cursor may step over on one seek
 /// before it gives up and the key is read with a cursor of its own.
@@ -342,6 +346,7 @@ impl MvccStore {
     /// None for a Delete.
     fn value_of(&self, enc: &[u8], w: WriteRef<'_>) -> Result<Option<Vec<u8>>> {
         match (w.kind, w.short_value) {
+            (Kind::Put, Some(d)) if w.delta_base.is_some() => self.undelta(enc, d, w).map(Some),
             (Kind::Put, Some(v)) => Ok(Some(v.to_vec())),
             (Kind::Put, None) => self
                 .engine
@@ -350,6 +355,46 @@ impl MvccStore {
                 .map(Some),
             _ => Ok(None),
         }
+    }
+
+    /// The value of a superseded Put kept as a delta (`w`, `delta`): its base version is
+    /// found by its commit timestamp, in the write CF once superseded itself (maybe as a
+    /// delta too, whose base is then found the same way) or else as the key's latest record,
+    /// and the deltas are applied from there back down. A base is never collected before the
+    /// versions that need it: GC only removes versions below a newer one at or below the
+    /// safe point, and a base is newer than every reader that reads through it.
+    fn undelta(&self, enc: &[u8], delta: &[u8], w: WriteRef<'_>) -> Result<Vec<u8>> {
+        let missing = || Error::internal("the base version of an MVCC delta is missing");
+        let mut deltas = vec![delta.to_vec()];
+        let mut base = w.delta_base.ok_or_else(missing)?;
+        // A base that is the latest record when looked for in the write CF may move there
+        // (superseded) before the latest CF is read; then it is looked for again.
+        let mut moves = 0;
+        let whole = loop {
+            if let Some(raw) = self.engine.get(Cf::Write, &versioned(enc, base))? {
+                let b = WriteRef::decode(&raw)?;
+                match (b.kind, b.short_value, b.delta_base) {
+                    (Kind::Put, Some(d), Some(next)) => {
+                        deltas.push(d.to_vec());
+                        base = next;
+                        continue;
+                    }
+                    (Kind::Put, _, None) => break self.value_of(enc, b)?.ok_or_else(missing)?,
+                    _ => return Err(missing()),
+                }
+            }
+            let raw = self.engine.get(Cf::Latest, enc)?.ok_or_else(missing)?;
+            let (commit_ts, b) = split_latest(&raw)?;
+            if commit_ts == base && b.kind == Kind::Put {
+                break self.value_of(enc, b)?.ok_or_else(missing)?;
+            }
+            moves += 1;
+            if moves > UNDELTA_RETRIES {
+                return Err(missing());
+            }
+            std::thread::yield_now();
+        };
+        deltas.iter().rev().try_fold(whole, |v, d| apply_delta(&v, d))
     }
 
     /// Reads `key` at `ts`: the latest CF's record if it was committed at or below `ts`,
@@ -1419,15 +1464,19 @@ impl MvccStore {
             };
             if let Some(raw) = raw {
                 if is_twinless(&raw) {
+                    // Kept as a delta against the new value where that is much shorter
+                    // (`records::delta_of`): an updated row's unchanged columns are not
+                    // written a second time.
                     let (old_ts, old) = split_latest(&raw)?;
-                    Self::put_version(
-                        changes,
-                        enc,
-                        old_ts,
-                        old.start_ts,
-                        Kind::Put,
-                        old.short_value.map(<[u8]>::to_vec),
-                    );
+                    let delta = match (old.short_value, l.kind, l.short_value.as_deref()) {
+                        (Some(o), Kind::Put, Some(n)) => delta_of(o, n),
+                        _ => None,
+                    };
+                    let (value, base) = match delta {
+                        Some(d) => (Some(d), Some(commit_ts)),
+                        None => (old.short_value.map(<[u8]>::to_vec), None),
+                    };
+                    Self::put_version(changes, enc, old_ts, old.start_ts, Kind::Put, value, base);
                 }
             }
             // The value inline whatever its length (a lock read from disk, written by an
@@ -1441,14 +1490,16 @@ impl MvccStore {
         if l.kind == Kind::Delete {
             self.prune.note_delete(enc, commit_ts);
         }
-        Self::put_version(changes, enc, commit_ts, l.start_ts, l.kind, l.short_value);
+        Self::put_version(changes, enc, commit_ts, l.start_ts, l.kind, l.short_value, None);
         Ok(())
     }
 
     /// Writes a version's write-CF record, its value inline whatever its length (a Put
-    /// without a value, written by an older version, has it in the data CF already). A
-    /// superseded row kept whole in its record costs one entry; in the data CF it cost two
-    /// (record and value), and a third when GC deleted the value (`gc`).
+    /// without a value, written by an older version, has it in the data CF already), or
+    /// its delta against the version committed at `delta_base`. A superseded row kept in
+    /// its record costs one entry; in the data CF it cost two (record and value), and a
+    /// third when GC deleted the value (`gc`).
+    #[allow(clippy::too_many_arguments)]
     fn put_version(
         changes: &mut Changes,
         enc: &[u8],
@@ -1456,8 +1507,9 @@ impl MvccStore {
         start_ts: Timestamp,
         kind: Kind,
         short_value: Option<Vec<u8>>,
+        delta_base: Option<Timestamp>,
     ) {
-        let w = Write { kind, start_ts, short_value }.encode();
+        let w = Write { kind, start_ts, short_value, delta_base }.encode();
         changes.batch.put(Cf::Write, versioned(enc, commit_ts), w);
     }
 
@@ -1482,7 +1534,7 @@ impl MvccStore {
                 }
             }
         }
-        let w = Write { kind: Kind::Rollback, start_ts, short_value: None };
+        let w = Write { kind: Kind::Rollback, start_ts, short_value: None, delta_base: None };
         changes.batch.put(Cf::Write, versioned(&enc, start_ts), w.encode());
         // Noted before the record is written: a lock command that misses the note cannot
         // run until the batch is applied, as the latches of the key are held.
@@ -1627,6 +1679,70 @@ mod tests {
 
     fn puts(keys: &[Vec<u8>], value: &[u8]) -> Vec<Mutation> {
         keys.iter().map(|k| Mutation::Put(k.clone(), value.to_vec())).collect()
+    }
+
+    /// A 200-byte row whose bytes `at` hold `n`, as an update of a fixed-width column.
+    fn row(n: u8, at: usize) -> Vec<u8> {
+        let mut v: Vec<u8> = (0..200u32).map(|i| (i % 97) as u8).collect();
+        v[at] = n;
+        v
+    }
+
+    #[test]
+    fn superseded_rows_kept_as_deltas_read_back_at_every_version() {
+        use strata_storage::Cf;
+        let store = store();
+        let keys = keys();
+        let key = &keys[0];
+        // Updates 1..=6 change a byte near the start, then one near the end; update 4 is a
+        // row of another length (kept whole), update 5 deletes it, 6 brings it back.
+        let versions: Vec<Option<Vec<u8>>> = vec![
+            Some(row(1, 3)),
+            Some(row(2, 3)),
+            Some(row(3, 190)),
+            Some(row(3, 190)[..150].to_vec()),
+            None,
+            Some(row(9, 100)),
+            Some(row(10, 100)),
+        ];
+        for (i, v) in versions.iter().enumerate() {
+            let start = 10 * (i as u64 + 1);
+            let m = match v {
+                Some(v) => Mutation::Put(key.clone(), v.clone()),
+                None => Mutation::Delete(key.clone()),
+            };
+            prewrite(&store, vec![m], start);
+            store.commit(std::slice::from_ref(key), Timestamp(start), Timestamp(start + 1), false).expect("commit");
+        }
+        for (i, v) in versions.iter().enumerate() {
+            let at = Timestamp(10 * (i as u64 + 1) + 5);
+            assert_eq!(store.get(key, at).expect("get"), *v, "version {i}");
+            let scanned = store.scan(key, &[key.as_slice(), b"\xff"].concat(), at, 10).expect("scan");
+            assert_eq!(scanned.first().map(|(_, v)| v.clone()), v.clone(), "scan of version {i}");
+        }
+        // Versions 0, 1 and 5 are deltas of a few bytes; 2 (a different length follows), 3
+        // (a Delete follows) are whole.
+        let enc = crate::records::encode_user_key(key);
+        let record = |i: u64| {
+            let raw =
+                store.engine.get(Cf::Write, &crate::records::versioned(&enc, Timestamp(10 * i + 1))).expect("get");
+            crate::records::Write::decode(&raw.expect("record")).expect("decode")
+        };
+        for (i, delta) in [(1, true), (2, true), (3, false), (4, false), (6, true)] {
+            let w = record(i);
+            assert_eq!(w.delta_base.is_some(), delta, "version {}", i - 1);
+            if delta {
+                assert!(w.short_value.expect("delta").len() < 20);
+                assert_eq!(w.delta_base, Some(Timestamp(10 * (i + 1) + 1)));
+            }
+        }
+        // GC below the second version keeps what every reader at or above it needs: the
+        // first delta goes, the second and the bases above it stay.
+        store.gc(Timestamp(25)).expect("gc");
+        for (i, v) in versions.iter().enumerate().skip(1) {
+            let at = Timestamp(10 * (i as u64 + 1) + 5);
+            assert_eq!(store.get(key, at).expect("get"), *v, "version {i} after GC");
+        }
     }
 
     #[test]

@@ -386,7 +386,7 @@ async fn gc_removes_the_latest_record_of_a_collected_deletion() {
 /// A write record as `Write::encode` gives it, for stores made by hand as older versions
 /// left them.
 fn write_record(kind: Kind, start: u64, value: Option<&[u8]>) -> Vec<u8> {
-    Write { kind, start_ts: ts(start), short_value: value.map(<[u8]>::to_vec) }.encode()
+    Write { kind, start_ts: ts(start), short_value: value.map(<[u8]>::to_vec), delta_base: None }.encode()
 }
 
 #[tokio::test]
@@ -476,7 +476,7 @@ async fn a_newest_put_lives_only_in_the_latest_cf_until_superseded() {
     // record and a value); the new version is again only in the latest CF.
     commit(&v2, 20).await;
     let rec = engine.get(Cf::Write, &versioned(&enc, ts(11))).expect("get").expect("moved record");
-    let moved = Write { kind: Kind::Put, start_ts: ts(10), short_value: Some(v1.clone()) };
+    let moved = Write { kind: Kind::Put, start_ts: ts(10), short_value: Some(v1.clone()), delta_base: None };
     assert_eq!(Write::decode(&rec).expect("decode"), moved);
     assert_eq!(engine.get(Cf::Data, &versioned(&enc, ts(10))).expect("get"), None);
     assert_eq!(engine.get(Cf::Write, &versioned(&enc, ts(21))).expect("get"), None);

@@ -522,7 +522,7 @@ async fn locks_an_older_version_left_on_disk_are_loaded_and_resolved() {
     // its secondary "s" (long value already in the data CF); transaction 12 never committed;
     // a pessimistic lock of transaction 14.
     let mut b = WriteBatch::default();
-    let w = Write { kind: Kind::Put, start_ts: ts(10), short_value: Some(b"1".to_vec()) };
+    let w = Write { kind: Kind::Put, start_ts: ts(10), short_value: Some(b"1".to_vec()), delta_base: None };
     b.put(Cf::Write, versioned(&encode_user_key(b"p"), ts(11)), w.encode());
     b.put(Cf::Lock, b"s".to_vec(), lock(Kind::Put, "p", 10, None).encode());
     b.put(Cf::Data, versioned(&encode_user_key(b"s"), ts(10)), long.clone());
