@@ -11,7 +11,8 @@ use strata_common::{Error, Result, Value};
 
 const VERSION: u8 = 1;
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+/// Appends `v` as a LEB128 varint (7 bits a byte, low first).
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -19,8 +20,9 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Reads a varint `put_varint` wrote, advancing `input`.
 #[inline]
-fn get_varint(input: &mut &[u8]) -> Result<u64> {
+pub fn get_varint(input: &mut &[u8]) -> Result<u64> {
     // Column ids, counts and short lengths are one byte.
     if let Some((&b, rest)) = input.split_first() {
         if b < 0x80 {

@@ -29,6 +29,7 @@
 //! (`!ts`, big-endian) so the newest version of a key comes first.
 
 use strata_codec::memcmp;
+use strata_codec::row::{get_varint, put_varint};
 use strata_common::{Error, Result, Timestamp};
 
 /// The kind byte of a latest-CF Put record whose write CF has no twin (module docs).
@@ -364,8 +365,8 @@ pub fn apply_delta(base: &[u8], delta: &[u8]) -> Result<Vec<u8>> {
     let mut input = delta;
     let mut at = 0usize;
     while !input.is_empty() {
-        let skip = get_varint(&mut input).ok_or_else(corrupt)?;
-        let len = get_varint(&mut input).ok_or_else(corrupt)?;
+        let mut length = || get_varint(&mut input).ok().and_then(|v| usize::try_from(v).ok()).ok_or_else(corrupt);
+        let (skip, len) = (length()?, length()?);
         let start = at.checked_add(skip).ok_or_else(corrupt)?;
         let end = start.checked_add(len).filter(|&e| e <= out.len() && len <= input.len()).ok_or_else(corrupt)?;
         out[start..end].copy_from_slice(&input[..len]);
@@ -373,27 +374,6 @@ pub fn apply_delta(base: &[u8], delta: &[u8]) -> Result<Vec<u8>> {
         at = end;
     }
     Ok(out)
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn get_varint(input: &mut &[u8]) -> Option<usize> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let (&b, rest) = input.split_first()?;
-        *input = rest;
-        v |= u64::from(b & 0x7F) << shift;
-        if b < 0x80 {
-            return usize::try_from(v).ok();
-        }
-    }
-    None
 }
 
 /// The group-encoded form of a user key (the prefix of its versioned keys).
