@@ -55,11 +55,13 @@ for th in $THREADS; do
   if [ "$KIND" = strata ]; then SPID=$(pgrep -f "server --port 4700 --status" | head -1)
   else SPID=$(cat "${MARIADB_PID:-/tmp/strata-peer-mariadb/mariadbd.pid}" 2>/dev/null); fi
   CPU0=$(server_cpu)
+  STAT0=$(head -1 /proc/stat)
   /usr/bin/time -f "%U %S" -o "$OUT.cpu" "$GOTPC" tpcc run --warehouses "$W" -H 127.0.0.1 -P $PORT -D tpcc \
     -T "$th" --time "$T" --interval "${RI:-10}s" > "$OUT" 2>&1
   [ "${RI:-0}" != 0 ] && grep -E '^\[Current\] NEW_ORDER' "$OUT" | sed "s/^/$LABEL ${th}t /"
   TPMC=$(grep -E '^tpmC:' "$OUT" | tail -1)
   CPU1=$(server_cpu)
+  STAT1=$(head -1 /proc/stat)
   # Server CPU per transaction: steadier than tpmC on a shared box.
   PERTX=""
   if [ -n "$SPID" ]; then
@@ -67,7 +69,12 @@ for th in $THREADS; do
     MIN=$(echo "${T%s} / 60" | bc -l)
     PERTX=" | server cpu s: $(echo "$CPU1 - $CPU0" | bc), µs/txn: $(echo "($CPU1 - $CPU0) * 1000000 / ($TOTAL * $MIN)" | bc)"
   fi
-  echo "$LABEL ${th} threads: $TPMC | client cpu s: $(cat "$OUT.cpu")$PERTX"
+  # The whole box over the run, from /proc/stat: user, system, idle and I/O wait shares.
+  BOX=$(printf '%s\n%s\n' "$STAT0" "$STAT1" | awk '{ for (i = 2; i <= 9; i++) v[NR, i] = $i }
+    END { for (i = 2; i <= 9; i++) { d[i] = v[2, i] - v[1, i]; t += d[i] }
+          printf "user %.0f%% sys %.0f%% idle %.0f%% iowait %.0f%%", 100 * (d[2] + d[3]) / t,
+            100 * (d[4] + d[7] + d[8]) / t, 100 * d[5] / t, 100 * d[6] / t }')
+  echo "$LABEL ${th} threads: $TPMC | client cpu s: $(cat "$OUT.cpu")$PERTX | box: $BOX"
   rm -f "$OUT" "$OUT.cpu"
 done
 if [ "$KIND" = strata ]; then

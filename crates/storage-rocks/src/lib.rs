@@ -389,12 +389,29 @@ fn handed_back(cf: Cf, puts: Vec<(Vec<u8>, Vec<u8>)>) -> WriteBatch {
 
 /// `STRATA_ROCKSDB_OPTIONS`: mutable column-family options applied with RocksDB's
 /// `SetOptions` once the database is open, as `cf.name=value` items separated by commas
-/// (`latest.max_bytes_for_level_base=33554432`), for tuning experiments.
+/// (`latest.max_bytes_for_level_base=33554432`), for tuning experiments. Database options
+/// go in `STRATA_ROCKSDB_OPEN_OPTIONS`.
 fn apply_env_options(db: &DB) -> Result<()> {
     match std::env::var("STRATA_ROCKSDB_OPTIONS") {
         Ok(spec) => apply_options(db, &spec),
         Err(_) => Ok(()),
     }
+}
+
+/// `STRATA_ROCKSDB_OPEN_OPTIONS`: database options, including those fixed once it is open,
+/// as RocksDB's option string (`recycle_log_file_num=4;bytes_per_sync=1048576`) applied on
+/// top of Strata's own before the open, for tuning experiments.
+fn open_env_options(opts: Options) -> Result<Options> {
+    match std::env::var("STRATA_ROCKSDB_OPEN_OPTIONS") {
+        Ok(spec) => with_open_options(opts, &spec),
+        Err(_) => Ok(opts),
+    }
+}
+
+/// `opts` with the options of the string `spec` (as for `STRATA_ROCKSDB_OPEN_OPTIONS`).
+fn with_open_options(mut opts: Options, spec: &str) -> Result<Options> {
+    opts.get_options_from_string(spec)
+        .map_err(|e| Error::Io(format!("STRATA_ROCKSDB_OPEN_OPTIONS: {}", e.into_string())))
 }
 
 /// Applies `spec` (as for `STRATA_ROCKSDB_OPTIONS`) to `db`.
@@ -432,6 +449,7 @@ impl RocksEngine {
         // has been flushed; the lock, data and raw CFs fill theirs slowly, so without a cap
         // they kept ~1 GB of WAL after a 4-warehouse TPC-C load (and a restart replays it).
         opts.set_max_total_wal_size(MAX_TOTAL_WAL_BYTES);
+        let opts = open_env_options(opts)?;
         // A quarter of the budget caches the latest CF's records (`record_cache`), the rest
         // blocks. (RocksDB's row cache, which the records replace, lost its entries with
         // every compaction of their files.)
@@ -1665,13 +1683,17 @@ mod tests {
     /// `name` of column family `cf` in the newest OPTIONS file RocksDB wrote in `dir` (it
     /// writes one at open and after every `SetOptions`).
     fn cf_option(dir: &Path, cf: &str, name: &str) -> Option<String> {
+        section_option(dir, &format!("[CFOptions \"{cf}\"]"), name)
+    }
+
+    /// An option of the newest OPTIONS file's section headed `section`.
+    fn section_option(dir: &Path, section: &str, name: &str) -> Option<String> {
         let newest = std::fs::read_dir(dir)
             .expect("read dir")
             .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
             .filter(|n| n.starts_with("OPTIONS-"))
             .max_by_key(|n| n["OPTIONS-".len()..].parse::<u64>().unwrap_or(0))?;
         let text = std::fs::read_to_string(dir.join(newest)).expect("read options");
-        let section = format!("[CFOptions \"{cf}\"]");
         let mut lines = text.lines().skip_while(|l| l.trim() != section).skip(1);
         lines
             .by_ref()
@@ -1710,6 +1732,18 @@ mod tests {
         for bad in ["latest", "max_bytes_for_level_base=1", "nocf.write_buffer_size=1", "latest.no_such_option=1"] {
             assert!(apply_options(&e.db, bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn open_options_given_as_a_string_are_applied_and_bad_ones_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut base = Options::default();
+        base.create_if_missing(true);
+        let opts = with_open_options(base, "recycle_log_file_num=3;wal_bytes_per_sync=524288").expect("options");
+        drop(DB::open(&opts, dir.path()).expect("open"));
+        assert_eq!(section_option(dir.path(), "[DBOptions]", "recycle_log_file_num"), Some("3".into()));
+        assert_eq!(section_option(dir.path(), "[DBOptions]", "wal_bytes_per_sync"), Some("524288".into()));
+        assert!(with_open_options(Options::default(), "no_such_option=1").is_err());
     }
 
     #[test]
