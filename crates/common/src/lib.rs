@@ -6,6 +6,7 @@ pub mod error;
 pub mod histogram;
 pub mod ids;
 pub mod keysort;
+pub mod sched;
 pub mod storage_metrics;
 pub mod time;
 pub mod value;

@@ -14,6 +14,12 @@ pub struct SyncMetrics {
     pub waiters: std::sync::atomic::AtomicU64,
     /// How long each commit waited for its fsync after its write returned.
     pub wait: Histogram,
+    /// The part of `wait` before its fsync began: an fsync in flight, and the sync thread
+    /// waking up.
+    pub queued: Histogram,
+    /// The part of `wait` after its fsync ended: the answer reaching the waiting task and
+    /// the task running again.
+    pub resumed: Histogram,
     /// Each commit's write: latches, conflict checks, memtable and WAL buffer (no fsync).
     pub write: Histogram,
     /// Commits whose write went to the blocking pool (many keys, or a latch was taken).
@@ -25,6 +31,8 @@ pub static GROUP_COMMIT: SyncMetrics = SyncMetrics {
     fsync: Histogram::new(),
     waiters: std::sync::atomic::AtomicU64::new(0),
     wait: Histogram::new(),
+    queued: Histogram::new(),
+    resumed: Histogram::new(),
     write: Histogram::new(),
     offloaded: std::sync::atomic::AtomicU64::new(0),
 };
@@ -41,6 +49,16 @@ impl SyncMetrics {
             out,
             "strata_wal_sync_wait_duration_seconds",
             "How long a commit waited for the WAL fsync that made it durable, after its write.",
+        );
+        self.queued.render_family(
+            out,
+            "strata_wal_sync_queued_duration_seconds",
+            "The part of a commit's fsync wait before its fsync began (an fsync in flight, the sync thread waking).",
+        );
+        self.resumed.render_family(
+            out,
+            "strata_wal_sync_resumed_duration_seconds",
+            "The part of a commit's fsync wait after its fsync ended (the waiting task running again).",
         );
         self.write.render_family(
             out,

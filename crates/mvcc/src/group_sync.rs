@@ -27,7 +27,8 @@ use strata_kv::metrics::GROUP_COMMIT as METRICS;
 use strata_storage::Engine;
 use tokio::sync::oneshot;
 
-type Slot = oneshot::Sender<Result<()>>;
+/// A waiter: when it asked, and where the answer goes (when its fsync ended, or the error).
+type Slot = (Instant, oneshot::Sender<Result<Instant>>);
 
 /// The group-commit thread's queue.
 pub struct GroupSync {
@@ -42,14 +43,20 @@ impl GroupSync {
         let engine = Arc::downgrade(engine);
         std::thread::Builder::new()
             .name("strata-wal-sync".into())
-            .spawn(move || run(engine, rx))
+            .spawn(move || {
+                let slice = sync_thread_slice();
+                if !slice.is_zero() {
+                    strata_common::sched::request_short_slice(slice);
+                }
+                run(engine, rx)
+            })
             .map_err(|e| Error::Io(format!("cannot start the WAL sync thread: {e}")))?;
         Ok(GroupSync { queue: Mutex::new(tx) })
     }
 
-    fn enqueue(&self) -> Result<oneshot::Receiver<Result<()>>> {
+    fn enqueue(&self) -> Result<oneshot::Receiver<Result<Instant>>> {
         let (tx, rx) = oneshot::channel();
-        self.queue.lock().send(tx).map_err(|_| Error::Io("the WAL sync thread has stopped".into()))?;
+        self.queue.lock().send((Instant::now(), tx)).map_err(|_| Error::Io("the WAL sync thread has stopped".into()))?;
         Ok(rx)
     }
 
@@ -59,14 +66,22 @@ impl GroupSync {
         let rx = self.enqueue()?;
         let done = rx.await.map_err(|_| Error::Io("the WAL sync thread has stopped".into()))?;
         METRICS.wait.observe(started.elapsed());
-        done
+        METRICS.resumed.observe(done?.elapsed());
+        Ok(())
     }
 
     /// `sync` for a caller off the async runtime (a blocking-pool thread).
     pub fn sync_blocking(&self) -> Result<()> {
         let rx = self.enqueue()?;
-        rx.blocking_recv().map_err(|_| Error::Io("the WAL sync thread has stopped".into()))?
+        rx.blocking_recv().map_err(|_| Error::Io("the WAL sync thread has stopped".into()))?.map(|_| ())
     }
+}
+
+/// The time slice the sync thread asks for: 100 µs, or `STRATA_SYNC_SLICE_US` (0: the
+/// kernel's default). See `strata_common::sched::request_short_slice`.
+fn sync_thread_slice() -> std::time::Duration {
+    let us = std::env::var("STRATA_SYNC_SLICE_US").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
+    std::time::Duration::from_micros(us)
 }
 
 fn run(engine: Weak<dyn Engine>, rx: mpsc::Receiver<Slot>) {
@@ -75,17 +90,21 @@ fn run(engine: Weak<dyn Engine>, rx: mpsc::Receiver<Slot>) {
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
         let started = Instant::now();
+        for (asked, _) in &batch {
+            METRICS.queued.observe(started.saturating_duration_since(*asked));
+        }
         let done = match engine.upgrade() {
             Some(e) => e.sync_wal(),
             None => Err(Error::Io("the store is closed".into())),
         };
-        METRICS.fsync.observe(started.elapsed());
+        let ended = Instant::now();
+        METRICS.fsync.observe(ended - started);
         if let Err(e) = &done {
             tracing::error!("WAL fsync failed: {e}");
         }
         METRICS.waiters.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        for slot in batch {
-            let _ = slot.send(done.clone());
+        for (_, slot) in batch {
+            let _ = slot.send(done.clone().map(|()| ended));
         }
     }
 }
