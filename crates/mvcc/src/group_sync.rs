@@ -56,7 +56,10 @@ impl GroupSync {
 
     fn enqueue(&self) -> Result<oneshot::Receiver<Result<Instant>>> {
         let (tx, rx) = oneshot::channel();
-        self.queue.lock().send((Instant::now(), tx)).map_err(|_| Error::Io("the WAL sync thread has stopped".into()))?;
+        self.queue
+            .lock()
+            .send((Instant::now(), tx))
+            .map_err(|_| Error::Io("the WAL sync thread has stopped".into()))?;
         Ok(rx)
     }
 
@@ -173,6 +176,20 @@ mod tests {
             sync.sync_blocking().expect("synced");
             assert_eq!(slow.syncs.load(Ordering::SeqCst), i, "one fsync per lone waiter");
         }
+    }
+
+    #[tokio::test]
+    async fn a_wait_is_split_into_queued_fsync_and_resumed() {
+        let slow = Arc::new(Slow { inner: MemoryEngine::default(), syncs: AtomicU64::new(0) });
+        let engine: Arc<dyn Engine> = slow.clone();
+        let sync = GroupSync::start(&engine).expect("start");
+        // The histograms are the process's: other tests may add to them meanwhile.
+        let (queued, resumed, waited) = (METRICS.queued.count(), METRICS.resumed.count(), METRICS.wait.sum());
+        sync.sync().await.expect("synced");
+        assert!(METRICS.queued.count() > queued, "the wait before the fsync is recorded");
+        assert!(METRICS.resumed.count() > resumed, "the wait after the fsync is recorded");
+        // The 100-ms fsync lies between the two parts: the whole wait covers it.
+        assert!(METRICS.wait.sum() - waited >= std::time::Duration::from_millis(100));
     }
 
     #[test]
