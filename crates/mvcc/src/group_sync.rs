@@ -44,29 +44,24 @@ impl GroupSync {
         std::thread::Builder::new()
             .name("strata-wal-sync".into())
             .spawn(move || {
-                let slice = sync_thread_slice();
-                if !slice.is_zero() {
-                    strata_common::sched::request_short_slice(slice);
-                }
+                // 100 µs, or `STRATA_SYNC_SLICE_US` (0: the kernel's slice).
+                strata_common::sched::request_slice_from_env("STRATA_SYNC_SLICE_US", 100);
                 run(engine, rx)
             })
             .map_err(|e| Error::Io(format!("cannot start the WAL sync thread: {e}")))?;
         Ok(GroupSync { queue: Mutex::new(tx) })
     }
 
-    fn enqueue(&self) -> Result<oneshot::Receiver<Result<Instant>>> {
+    fn enqueue(&self, asked: Instant) -> Result<oneshot::Receiver<Result<Instant>>> {
         let (tx, rx) = oneshot::channel();
-        self.queue
-            .lock()
-            .send((Instant::now(), tx))
-            .map_err(|_| Error::Io("the WAL sync thread has stopped".into()))?;
+        self.queue.lock().send((asked, tx)).map_err(|_| Error::Io("the WAL sync thread has stopped".into()))?;
         Ok(rx)
     }
 
     /// Returns once every write that returned before this call is durable.
     pub async fn sync(&self) -> Result<()> {
         let started = Instant::now();
-        let rx = self.enqueue()?;
+        let rx = self.enqueue(started)?;
         let done = rx.await.map_err(|_| Error::Io("the WAL sync thread has stopped".into()))?;
         METRICS.wait.observe(started.elapsed());
         METRICS.resumed.observe(done?.elapsed());
@@ -75,16 +70,9 @@ impl GroupSync {
 
     /// `sync` for a caller off the async runtime (a blocking-pool thread).
     pub fn sync_blocking(&self) -> Result<()> {
-        let rx = self.enqueue()?;
+        let rx = self.enqueue(Instant::now())?;
         rx.blocking_recv().map_err(|_| Error::Io("the WAL sync thread has stopped".into()))?.map(|_| ())
     }
-}
-
-/// The time slice the sync thread asks for: 100 µs, or `STRATA_SYNC_SLICE_US` (0: the
-/// kernel's default). See `strata_common::sched::request_short_slice`.
-fn sync_thread_slice() -> std::time::Duration {
-    let us = std::env::var("STRATA_SYNC_SLICE_US").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
-    std::time::Duration::from_micros(us)
 }
 
 fn run(engine: Weak<dyn Engine>, rx: mpsc::Receiver<Slot>) {

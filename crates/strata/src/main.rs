@@ -178,7 +178,11 @@ fn main() -> Result<()> {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .thread_stack_size(strata_sql::depth::STACK_SIZE)
-                .on_thread_start(worker_thread_start)
+                // An experiment knob, unset by default: an N-µs slice for the runtime's
+                // threads (`strata_common::sched::request_slice_from_env`).
+                .on_thread_start(|| {
+                    strata_common::sched::request_slice_from_env("STRATA_WORKER_SLICE_US", 0);
+                })
                 .build()?;
             let r = rt.block_on(server(args));
             // Statements still running on other connections are abandoned: everything they
@@ -194,16 +198,6 @@ fn main() -> Result<()> {
             rt.shutdown_timeout(Duration::from_secs(1));
             r
         }
-    }
-}
-
-/// Runs on each of the server runtime's threads as it starts: with
-/// `STRATA_WORKER_SLICE_US=N` (an experiment; unset by default) it asks the kernel for an
-/// N-µs time slice (`strata_common::sched::request_short_slice`).
-fn worker_thread_start() {
-    let us: u64 = std::env::var("STRATA_WORKER_SLICE_US").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
-    if us > 0 {
-        strata_common::sched::request_short_slice(Duration::from_micros(us));
     }
 }
 
