@@ -23,6 +23,18 @@ start_strata() {
   if [ -n "${PRESQL:-}" ]; then mysql -h127.0.0.1 -P$PORT -uroot -e "$PRESQL"; fi
 }
 SNAP=""
+# SPID: the server's process id.
+server_pid() {
+  if [ "$KIND" = strata ]; then SPID=$(pgrep -f "server --port 4700 --status" | head -1)
+  else SPID=$(cat "${MARIADB_PID:-/tmp/strata-peer-mariadb/mariadbd.pid}" 2>/dev/null); fi
+}
+# The whole box between two /proc/stat first lines: user, system, idle and I/O wait shares.
+box_shares() {
+  printf '%s\n%s\n' "$1" "$2" | awk '{ for (i = 2; i <= 9; i++) v[NR, i] = $i }
+    END { for (i = 2; i <= 9; i++) { d[i] = v[2, i] - v[1, i]; t += d[i] }
+          printf "user %.0f%% sys %.0f%% idle %.0f%% iowait %.0f%%", 100 * (d[2] + d[3]) / t,
+            100 * (d[4] + d[7] + d[8]) / t, 100 * d[5] / t, 100 * d[6] / t }'
+}
 # CPU seconds (user + system) the server process $SPID has used, or 0.
 server_cpu() {
   if [ -n "${SPID:-}" ] && [ -r /proc/$SPID/stat ]; then
@@ -43,17 +55,20 @@ if [ -n "$SNAP" ] && [ -d "$SNAP" ]; then
   echo "$LABEL data from $SNAP"
 else
   mysql -h127.0.0.1 -P$PORT -uroot -e "drop database if exists tpcc; create database tpcc"
+  server_pid; CPU0=$(server_cpu); STAT0=$(head -1 /proc/stat)
   S=$(date +%s.%N)
-  "$GOTPC" tpcc prepare --warehouses "$W" -H 127.0.0.1 -P $PORT -D tpcc -T 4 --no-check >/dev/null 2>&1
+  /usr/bin/time -f "%U %S" -o /tmp/tpcc-prepare.$$.cpu \
+    "$GOTPC" tpcc prepare --warehouses "$W" -H 127.0.0.1 -P $PORT -D tpcc -T 4 --no-check >/dev/null 2>&1
   E=$(date +%s.%N)
-  echo "$LABEL prepare ${W}wh $(echo "$E - $S" | bc) s"
+  echo "$LABEL prepare ${W}wh $(echo "$E - $S" | bc) s | client cpu s: $(cat /tmp/tpcc-prepare.$$.cpu)" \
+    "| server cpu s: $(echo "$(server_cpu) - $CPU0" | bc) | box: $(box_shares "$STAT0" "$(head -1 /proc/stat)")"
+  rm -f /tmp/tpcc-prepare.$$.cpu
   if [ -n "$SNAP" ]; then stop_strata; cp -a "$DATA" "$SNAP"; start_strata; fi
 fi
 [ "$KIND" = strata ] && [ -n "${METRICS:-}" ] && curl -s http://127.0.0.1:10090/metrics > "$METRICS.prepared"
 for th in $THREADS; do
   OUT=$(mktemp)
-  if [ "$KIND" = strata ]; then SPID=$(pgrep -f "server --port 4700 --status" | head -1)
-  else SPID=$(cat "${MARIADB_PID:-/tmp/strata-peer-mariadb/mariadbd.pid}" 2>/dev/null); fi
+  server_pid
   CPU0=$(server_cpu)
   STAT0=$(head -1 /proc/stat)
   /usr/bin/time -f "%U %S" -o "$OUT.cpu" "$GOTPC" tpcc run --warehouses "$W" -H 127.0.0.1 -P $PORT -D tpcc \
@@ -70,10 +85,7 @@ for th in $THREADS; do
     PERTX=" | server cpu s: $(echo "$CPU1 - $CPU0" | bc), µs/txn: $(echo "($CPU1 - $CPU0) * 1000000 / ($TOTAL * $MIN)" | bc)"
   fi
   # The whole box over the run, from /proc/stat: user, system, idle and I/O wait shares.
-  BOX=$(printf '%s\n%s\n' "$STAT0" "$STAT1" | awk '{ for (i = 2; i <= 9; i++) v[NR, i] = $i }
-    END { for (i = 2; i <= 9; i++) { d[i] = v[2, i] - v[1, i]; t += d[i] }
-          printf "user %.0f%% sys %.0f%% idle %.0f%% iowait %.0f%%", 100 * (d[2] + d[3]) / t,
-            100 * (d[4] + d[7] + d[8]) / t, 100 * d[5] / t, 100 * d[6] / t }')
+  BOX=$(box_shares "$STAT0" "$STAT1")
   echo "$LABEL ${th} threads: $TPMC | client cpu s: $(cat "$OUT.cpu")$PERTX | box: $BOX"
   rm -f "$OUT" "$OUT.cpu"
 done

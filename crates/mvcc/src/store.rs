@@ -288,7 +288,11 @@ impl MvccStore {
     /// `apply` (unsynced) for a commit's changes, whose batch goes to `Engine::ingest` first
     /// when it is large enough to be worth a table file (`INGEST_MIN_KEYS`).
     fn apply_commit(&self, mut changes: Changes) -> Result<()> {
-        changes.ingest = changes.batch.ops.len() >= INGEST_MIN_KEYS;
+        static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let min = *MIN.get_or_init(|| {
+            std::env::var("STRATA_INGEST_MIN_KEYS").ok().and_then(|v| v.parse().ok()).unwrap_or(INGEST_MIN_KEYS)
+        });
+        changes.ingest = changes.batch.ops.len() >= min;
         self.apply(changes, false)
     }
 

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+mod ingest_group;
 mod record_cache;
 mod resident;
 
@@ -292,6 +293,8 @@ pub struct RocksEngine {
     resident: Arc<Resident>,
     resident_budget: usize,
     loader: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Bulk commits' table files waiting to be taken in together (`ingest_group`).
+    ingests: ingest_group::IngestGroups,
 }
 
 impl Drop for RocksEngine {
@@ -408,6 +411,18 @@ fn open_env_options(opts: Options) -> Result<Options> {
     }
 }
 
+/// A column family's options before Strata's own: RocksDB's defaults, except that the
+/// consistency checks of every new version of the tree (files of a level sorted and
+/// apart) run only in RocksDB's debug builds, as TiKV runs it. They walk every file of
+/// the column family under the database mutex, which holds writes off: with the ~1,600
+/// small bottom-level files of a TPC-C load's ingested commits, each commit paid for two
+/// such walks (3.6% of the load's server CPU, BENCHMARKS.md, session 73).
+fn cf_base_options() -> Result<Options> {
+    Options::default()
+        .get_options_from_string("force_consistency_checks=false")
+        .map_err(|e| Error::Io(format!("column family options: {}", e.into_string())))
+}
+
 /// `opts` with the options of the string `spec` (as for `STRATA_ROCKSDB_OPEN_OPTIONS`).
 fn with_open_options(mut opts: Options, spec: &str) -> Result<Options> {
     opts.get_options_from_string(spec)
@@ -461,7 +476,7 @@ impl RocksEngine {
         let cfs: Vec<ColumnFamilyDescriptor> = Cf::ALL
             .iter()
             .map(|&cf| {
-                let mut o = Options::default();
+                let mut o = cf_base_options()?;
                 let compression = if cf == Cf::Latest { &LATEST_COMPRESSION } else { &COMPRESSION_PER_LEVEL };
                 o.set_compression_per_level(compression);
                 let mut table = BlockBasedOptions::default();
@@ -489,9 +504,9 @@ impl RocksEngine {
                 }
                 o.set_block_based_table_factory(&table);
                 cf_options.push((cf, o.clone()));
-                ColumnFamilyDescriptor::new(cf.name(), o)
+                Ok(ColumnFamilyDescriptor::new(cf.name(), o))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let db = DB::open_cf_descriptors(&opts, dir, cfs).map_err(io)?;
         // Files an earlier process left unfinished; only now that RocksDB's LOCK file is
         // ours (a second process on the directory must not delete a running one's files).
@@ -512,6 +527,7 @@ impl RocksEngine {
             resident: Arc::new(Resident::new(None, 0)),
             resident_budget: budget / RESIDENT_SHARE,
             loader: parking_lot::Mutex::new(None),
+            ingests: ingest_group::IngestGroups::default(),
         })
     }
 
@@ -1033,20 +1049,31 @@ impl Engine for RocksEngine {
         let cached: Vec<&[u8]> =
             if cf == RECORD_CACHED_CF { puts.iter().map(|(k, _)| k.as_slice()).collect() } else { Vec::new() };
         let marks = self.records.writing(&cached);
-        // Everything written before goes to disk first: the file is durable once ingested,
-        // and its puts may have been computed from writes the log still only buffers.
-        let ingested = self.db.flush_wal(true).and_then(|_| {
-            let mut o = IngestExternalFileOptions::default();
-            // A file in memory is copied in (and the copy synced); one on disk is linked.
-            o.set_move_files(!in_memory);
-            self.db.ingest_external_file_cf_opts(h, &o, vec![&path])
-        });
+        let (first, last) = (puts[0].0.clone(), puts[puts.len() - 1].0.clone());
+        let ingested = self.ingests.ingest(
+            cf,
+            path.clone(),
+            in_memory,
+            first,
+            last,
+            // Everything written before goes to disk first: the file is durable once
+            // ingested, and its puts may have been computed from writes the log still
+            // only buffers.
+            || self.db.flush_wal(true).map_err(io),
+            |call| {
+                let mut o = IngestExternalFileOptions::default();
+                // A file in memory is copied in (and the copy synced); one on disk is linked.
+                o.set_move_files(!call.in_memory);
+                let paths: Vec<&Path> = call.files.iter().map(|r| r.path.as_path()).collect();
+                self.db.ingest_external_file_cf_opts(self.handle(call.cf)?, &o, paths).map_err(io)
+            },
+        );
         if ingested.is_ok() && cf == RECORD_CACHED_CF {
             self.resident.apply(puts.iter().map(|(k, v)| (k.as_slice(), Some(v.as_slice()))));
         }
         self.records.written(&cached, None, marks);
         let _ = std::fs::remove_file(&path); // a moved file is gone already; a copied one is not
-        ingested.map_err(io)?;
+        ingested?;
         Ok(None)
     }
 
