@@ -30,7 +30,15 @@ pub(crate) struct Request {
     /// Its first and last keys.
     pub first: Vec<u8>,
     pub last: Vec<u8>,
+    /// Set when queued.
     id: u64,
+}
+
+impl Request {
+    /// The file at `path`, holding keys `first..=last` of `cf`.
+    pub fn new(cf: Cf, path: PathBuf, in_memory: bool, first: Vec<u8>, last: Vec<u8>) -> Request {
+        Request { cf, path, in_memory, first, last, id: 0 }
+    }
 }
 
 #[derive(Default)]
@@ -58,23 +66,19 @@ pub(crate) struct Call<'a> {
 }
 
 impl IngestGroups {
-    /// Takes in the file at `path` (keys `first..=last` of `cf`) with whatever else is
-    /// queued, returning once it is in (or failed). `sync_log` runs once per group before
-    /// its calls, `ingest` once per call.
+    /// Takes in `file` with whatever else is queued, returning once it is in (or failed).
+    /// `sync_log` runs once per group before its calls, `ingest` once per call.
     pub fn ingest(
         &self,
-        cf: Cf,
-        path: PathBuf,
-        in_memory: bool,
-        first: Vec<u8>,
-        last: Vec<u8>,
+        mut file: Request,
         sync_log: impl Fn() -> Result<()>,
         ingest: impl Fn(&Call) -> Result<()>,
     ) -> Result<()> {
         let mut st = self.state.lock();
         let id = st.next_id;
         st.next_id += 1;
-        st.pending.push(Request { cf, path, in_memory, first, last, id });
+        file.id = id;
+        st.pending.push(file);
         loop {
             if let Some(outcome) = st.done.remove(&id) {
                 return outcome;
@@ -163,6 +167,9 @@ mod tests {
         }
     }
 
+    /// A call's files, and whether it failed.
+    type CallMade = (Vec<PathBuf>, bool);
+
     fn ids(c: &Call) -> Vec<u64> {
         c.files.iter().map(|r| r.id).collect()
     }
@@ -202,7 +209,7 @@ mod tests {
         let groups = Arc::new(IngestGroups::default());
         let syncs = Arc::new(AtomicUsize::new(0));
         // Each call's files, and whether it failed.
-        let made: Arc<Mutex<Vec<(Vec<PathBuf>, bool)>>> = Arc::default();
+        let made: Arc<Mutex<Vec<CallMade>>> = Arc::default();
         let threads: Vec<_> = (0..8u8)
             .map(|i| {
                 let (g, s, m) = (groups.clone(), syncs.clone(), made.clone());
@@ -224,15 +231,16 @@ mod tests {
                             Ok(())
                         }
                     };
-                    g.ingest(Cf::Latest, PathBuf::from(format!("{i}.sst")), true, key.clone(), key, sync, call).is_ok()
+                    let file = Request::new(Cf::Latest, PathBuf::from(format!("{i}.sst")), true, key.clone(), key);
+                    g.ingest(file, sync, call).is_ok()
                 })
             })
             .collect();
-        let ok: Vec<bool> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let ok: Vec<bool> = threads.into_iter().map(|t| t.join().expect("committer thread")).collect();
         let made = made.lock();
         for (i, ok) in ok.iter().enumerate() {
             let path = PathBuf::from(format!("{i}.sst"));
-            let in_calls: Vec<&(Vec<PathBuf>, bool)> = made.iter().filter(|(p, _)| p.contains(&path)).collect();
+            let in_calls: Vec<&CallMade> = made.iter().filter(|(p, _)| p.contains(&path)).collect();
             assert_eq!(in_calls.len(), 1, "file {i} is taken in by exactly one call");
             assert_eq!(*ok, !in_calls[0].1, "committer {i} sees its own call's outcome");
         }

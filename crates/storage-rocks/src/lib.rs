@@ -1051,11 +1051,7 @@ impl Engine for RocksEngine {
         let marks = self.records.writing(&cached);
         let (first, last) = (puts[0].0.clone(), puts[puts.len() - 1].0.clone());
         let ingested = self.ingests.ingest(
-            cf,
-            path.clone(),
-            in_memory,
-            first,
-            last,
+            ingest_group::Request::new(cf, path.clone(), in_memory, first, last),
             // Everything written before goes to disk first: the file is durable once
             // ingested, and its puts may have been computed from writes the log still
             // only buffers.
