@@ -88,14 +88,12 @@ fn latest(op: &BatchOp) -> Option<(&[u8], u64)> {
     }
 }
 
-/// FNV-1a over the key, folded to a stripe index.
+/// The key's stripe: foldhash, 16 bytes a step (with a byte-at-a-time FNV-1a, `note` was
+/// 0.7% of a TPC-C load's server samples, 0.13% now: every commit hashes each latest-CF key
+/// it writes). The stamps live in memory only, so the hash may change between versions.
 fn stripe_of(enc: &[u8]) -> usize {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in enc {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    ((h ^ (h >> 32)) as usize) & (STRIPES - 1)
+    use std::hash::BuildHasher;
+    (foldhash::fast::FixedState::with_seed(0x57A4_95EE_D5EE_D000).hash_one(enc) as usize) & (STRIPES - 1)
 }
 
 #[cfg(test)]
