@@ -14,3 +14,9 @@ pub mod value;
 pub use error::{Code, Error, LockInfo, Result};
 pub use ids::{IndexId, TableId, Timestamp};
 pub use value::Value;
+
+/// The number the environment variable `var` holds, or `default` when it is unset or not
+/// a number: how the `STRATA_*` tuning and experiment knobs are read.
+pub fn env_number<T: std::str::FromStr>(var: &str, default: T) -> T {
+    std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}

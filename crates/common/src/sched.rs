@@ -85,7 +85,7 @@ pub fn request_short_slice(slice: std::time::Duration) -> bool {
 /// `default_us` when it is unset or not a number; 0 asks for nothing (the kernel's slice).
 /// The knob for A/B runs of a thread's slice. Returns whether a slice was taken.
 pub fn request_slice_from_env(var: &str, default_us: u64) -> bool {
-    let us = std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default_us);
+    let us = crate::env_number(var, default_us);
     us > 0 && request_short_slice(std::time::Duration::from_micros(us))
 }
 

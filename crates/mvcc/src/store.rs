@@ -289,9 +289,7 @@ impl MvccStore {
     /// when it is large enough to be worth a table file (`INGEST_MIN_KEYS`).
     fn apply_commit(&self, mut changes: Changes) -> Result<()> {
         static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-        let min = *MIN.get_or_init(|| {
-            std::env::var("STRATA_INGEST_MIN_KEYS").ok().and_then(|v| v.parse().ok()).unwrap_or(INGEST_MIN_KEYS)
-        });
+        let min = *MIN.get_or_init(|| strata_common::env_number("STRATA_INGEST_MIN_KEYS", INGEST_MIN_KEYS));
         changes.ingest = changes.batch.ops.len() >= min;
         self.apply(changes, false)
     }
