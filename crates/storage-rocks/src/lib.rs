@@ -13,6 +13,7 @@
 //! serves all column families; the latest CF's point reads go through a cache of its
 //! records first (`record_cache`).
 
+use sst_writer::CachedSstWriter;
 use std::ffi::CStr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,6 +23,7 @@ use std::time::{Duration, Instant};
 mod ingest_group;
 mod record_cache;
 mod resident;
+mod sst_writer;
 
 use record_cache::{Lookup, RecordCache};
 pub use resident::UnitOf;
@@ -29,7 +31,7 @@ use resident::{Resident, ResidentCursor};
 use rocksdb::{
     properties, BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamilyDescriptor, CompactOptions,
     DBCompressionType, DBRawIterator, DataBlockIndexType, FlushOptions, IngestExternalFileOptions, Options,
-    ReadOptions, SliceTransform, SstFileWriter, WriteOptions, DB,
+    ReadOptions, SliceTransform, WriteOptions, DB,
 };
 use strata_common::{Error, Result};
 use strata_storage::engine::BatchOp;
@@ -198,13 +200,12 @@ const INGEST_DIR: &str = "ingest";
 
 /// Where `Engine::ingest` writes a table file before RocksDB takes it in.
 ///
-/// RocksDB's `SstFileWriter` drops the pages of the file it writes from the page cache
-/// (`fadvise(DONTNEED)` every MiB; the C API cannot turn that off), so a file written in
-/// the data directory and moved in is on disk only: after a TPC-C load the first ~30 s of
-/// statements read ~300 MB back from the disk and ran at two thirds of the later rate
-/// (BENCHMARKS.md, session 63). Written on a tmpfs instead, where DONTNEED drops nothing,
-/// the file is copied in by RocksDB (which syncs the copy and the directory, as for a moved
-/// file), and the copy's pages stay cached like any file the store writes.
+/// In the data directory by default (`INGEST_DIR`): the file is written with its pages kept
+/// in the page cache (`sst_writer`) and linked in, so the statements after a load find it
+/// in memory and nothing is copied. Under `STRATA_INGEST_STAGING=<dir>` (an experiment
+/// switch; a tmpfs such as `/dev/shm` is what it was made for) files are written there and
+/// RocksDB copies them in, syncing the copy — how loads kept their pages cached before the
+/// writer could (sessions 65-73); if writing there fails, the data directory takes over.
 #[derive(Debug)]
 struct Staging {
     /// In memory: this process's own directory on a tmpfs, removed when the engine closes.
@@ -220,17 +221,12 @@ struct Staging {
 const STAGING_PREFIX: &str = "strata-ingest.";
 
 impl Staging {
-    /// The staging directories for the database in `dir`: in memory under
-    /// `STRATA_INGEST_STAGING` when set (`none`: the data directory only), else under
-    /// `/dev/shm` when that is a tmpfs.
+    /// The staging directories for the database in `dir`: in memory only under
+    /// `STRATA_INGEST_STAGING=<dir>`.
     fn new(dir: &Path) -> Staging {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let parent = match std::env::var("STRATA_INGEST_STAGING") {
-            Ok(v) if v == "none" => None,
-            Ok(v) => Some(PathBuf::from(v)),
-            Err(_) => Some(PathBuf::from("/dev/shm")).filter(|p| is_tmpfs(p)),
-        };
-        let memory = parent.map(|p| {
+        let parent = std::env::var_os("STRATA_INGEST_STAGING").filter(|v| !v.is_empty() && v != "none");
+        let memory = parent.map(PathBuf::from).map(|p| {
             remove_stale_staging(&p);
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
             p.join(format!("{STAGING_PREFIX}{}.{n}", std::process::id()))
@@ -248,6 +244,7 @@ impl Drop for Staging {
 }
 
 /// Whether `path` is the mount point of a tmpfs (Linux's /proc/self/mounts says).
+#[cfg(test)]
 fn is_tmpfs(path: &Path) -> bool {
     let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else { return false };
     mounts.lines().any(|l| {
@@ -603,16 +600,17 @@ impl RocksEngine {
         let opts = &self.cf_options.iter().find(|(c, _)| *c == cf).expect("every column family has options").1;
         std::fs::create_dir_all(dir).map_err(|e| Error::Io(format!("{}: {e}", dir.display())))?;
         let path = dir.join(format!("{}.sst", self.ingest_seq.fetch_add(1, Ordering::Relaxed)));
-        let mut w = SstFileWriter::create(opts);
+        let mut w = CachedSstWriter::new(opts);
         let written = w.open(&path).and_then(|_| {
             for (k, v) in puts {
                 w.put(k, v)?;
             }
             w.finish()
         });
+        drop(w);
         if let Err(e) = written {
             let _ = std::fs::remove_file(&path);
-            return Err(io(e));
+            return Err(Error::Io(format!("{}: {e}", path.display())));
         }
         Ok(path)
     }
@@ -1425,18 +1423,11 @@ mod tests {
         (vec.iter().filter(|b| **b & 1 == 1).count(), vec.len())
     }
 
+    /// Ingests ~4 MB of values LZ4 cannot shrink (so the file spans many MiB-sized steps
+    /// at which RocksDB's own writer would drop its pages) into `e`, whose data directory is
+    /// `dir`, and returns how many of the ingested file's pages are in the page cache, of all.
     #[cfg(target_os = "linux")]
-    #[test]
-    fn an_ingested_file_stays_in_the_page_cache() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let shm = Path::new("/dev/shm");
-        let mut e = RocksEngine::open(dir.path()).expect("open");
-        let staged = is_tmpfs(shm);
-        if staged {
-            // The engine's own choice, made explicit: this process's directory on the tmpfs.
-            e.staging.memory = Some(shm.join(format!("{STAGING_PREFIX}{}.test", std::process::id())));
-        }
-        // ~4 MB of values LZ4 cannot shrink, so the file spans many MiB-sized DONTNEED steps.
+    fn ingest_and_count_cached_pages(e: &RocksEngine, dir: &Path) -> (usize, usize) {
         let mut b = WriteBatch::default();
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         for k in 0..20_000u32 {
@@ -1451,24 +1442,47 @@ mod tests {
             b.put(Cf::Latest, format!("k{k:06}").into_bytes(), v);
         }
         assert!(e.ingest(b).expect("ingest").is_none(), "taken as a table file");
-        let files: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        let files: Vec<PathBuf> = std::fs::read_dir(dir)
             .expect("read_dir")
             .map(|d| d.expect("entry").path())
             .filter(|p| p.extension().is_some_and(|x| x == "sst"))
             .collect();
         assert_eq!(files.len(), 1, "one table file: {files:?}");
         assert!(std::fs::metadata(&files[0]).expect("metadata").len() > 3_000_000);
-        let (cached, pages) = resident_pages(&files[0]);
-        if staged {
-            // Copied in from memory: the copy's pages are cached like any written file's.
-            assert!(cached * 10 >= pages * 9, "{cached} of {pages} pages cached");
-            let m = e.staging.memory.clone().expect("staging dir");
-            assert_eq!(std::fs::read_dir(&m).expect("staging dir").count(), 0, "the staged file was removed");
-            drop(e);
-            assert!(!m.exists(), "the staging directory goes with the engine");
-        } else {
-            eprintln!("/dev/shm is no tmpfs: the file was moved in from the data directory ({cached}/{pages} cached)");
+        resident_pages(&files[0])
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_ingested_file_stays_in_the_page_cache() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = RocksEngine::open(dir.path()).expect("open");
+        assert!(e.staging.memory.is_none(), "written in the data directory unless asked otherwise");
+        let (cached, pages) = ingest_and_count_cached_pages(&e, dir.path());
+        // Written with the page cache kept and linked in.
+        assert!(cached * 10 >= pages * 9, "{cached} of {pages} pages cached");
+        assert_eq!(std::fs::read_dir(dir.path().join(INGEST_DIR)).expect("ingest dir").count(), 0);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_file_staged_in_memory_is_copied_in_and_stays_in_the_page_cache() {
+        let shm = Path::new("/dev/shm");
+        if !is_tmpfs(shm) {
+            eprintln!("/dev/shm is no tmpfs: nothing to stage in");
+            return;
         }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut e = RocksEngine::open(dir.path()).expect("open");
+        // What `STRATA_INGEST_STAGING=/dev/shm` makes: this process's directory on the tmpfs.
+        e.staging.memory = Some(shm.join(format!("{STAGING_PREFIX}{}.test", std::process::id())));
+        let (cached, pages) = ingest_and_count_cached_pages(&e, dir.path());
+        // Copied in from memory: the copy's pages are cached like any written file's.
+        assert!(cached * 10 >= pages * 9, "{cached} of {pages} pages cached");
+        let m = e.staging.memory.clone().expect("staging dir");
+        assert_eq!(std::fs::read_dir(&m).expect("staging dir").count(), 0, "the staged file was removed");
+        drop(e);
+        assert!(!m.exists(), "the staging directory goes with the engine");
     }
 
     #[test]
