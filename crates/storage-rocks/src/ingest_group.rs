@@ -25,8 +25,6 @@ use strata_storage::Cf;
 pub(crate) struct Request {
     pub cf: Cf,
     pub path: PathBuf,
-    /// Staged in memory (copied in) rather than in the data directory (moved in).
-    pub in_memory: bool,
     /// Its first and last keys.
     pub first: Vec<u8>,
     pub last: Vec<u8>,
@@ -36,8 +34,8 @@ pub(crate) struct Request {
 
 impl Request {
     /// The file at `path`, holding keys `first..=last` of `cf`.
-    pub fn new(cf: Cf, path: PathBuf, in_memory: bool, first: Vec<u8>, last: Vec<u8>) -> Request {
-        Request { cf, path, in_memory, first, last, id: 0 }
+    pub fn new(cf: Cf, path: PathBuf, first: Vec<u8>, last: Vec<u8>) -> Request {
+        Request { cf, path, first, last, id: 0 }
     }
 }
 
@@ -58,10 +56,9 @@ pub(crate) struct IngestGroups {
     finished: Condvar,
 }
 
-/// The files of one RocksDB call: same column family and staging, no two overlapping.
+/// The files of one RocksDB call: same column family, no two overlapping.
 pub(crate) struct Call<'a> {
     pub cf: Cf,
-    pub in_memory: bool,
     pub files: Vec<&'a Request>,
 }
 
@@ -114,12 +111,12 @@ fn run_group(
     outcomes
 }
 
-/// `group` split into calls: by column family and staging, and within those in rounds of
+/// `group` split into calls: by column family, and within those in rounds of
 /// files that do not overlap each other (a file overlapping one already in the round waits
 /// for the next), each round in key order.
 pub(crate) fn calls(group: &[Request]) -> Vec<Call<'_>> {
     let mut sorted: Vec<&Request> = group.iter().collect();
-    sorted.sort_by(|a, b| (a.cf, a.in_memory, &a.first).cmp(&(b.cf, b.in_memory, &b.first)));
+    sorted.sort_by(|a, b| (a.cf, &a.first).cmp(&(b.cf, &b.first)));
     let mut out: Vec<Call> = Vec::new();
     let mut left = sorted;
     while !left.is_empty() {
@@ -127,7 +124,7 @@ pub(crate) fn calls(group: &[Request]) -> Vec<Call<'_>> {
         let mut round: Option<Call> = None;
         for r in left {
             match &mut round {
-                Some(c) if c.cf == r.cf && c.in_memory == r.in_memory => {
+                Some(c) if c.cf == r.cf => {
                     // Sorted by first key: `r` overlaps the round if it starts at or before
                     // the round's last file ends.
                     if c.files.last().is_some_and(|prev| r.first <= prev.last) {
@@ -140,7 +137,7 @@ pub(crate) fn calls(group: &[Request]) -> Vec<Call<'_>> {
                     if let Some(c) = round.take() {
                         out.push(c);
                     }
-                    round = Some(Call { cf: r.cf, in_memory: r.in_memory, files: vec![r] });
+                    round = Some(Call { cf: r.cf, files: vec![r] });
                 }
             }
         }
@@ -157,14 +154,7 @@ mod tests {
     use std::sync::Arc;
 
     fn req(id: u64, cf: Cf, first: &str, last: &str) -> Request {
-        Request {
-            cf,
-            path: PathBuf::from(format!("{id}.sst")),
-            in_memory: true,
-            first: first.into(),
-            last: last.into(),
-            id,
-        }
+        Request { cf, path: PathBuf::from(format!("{id}.sst")), first: first.into(), last: last.into(), id }
     }
 
     /// A call's files, and whether it failed.
@@ -231,7 +221,7 @@ mod tests {
                             Ok(())
                         }
                     };
-                    let file = Request::new(Cf::Latest, PathBuf::from(format!("{i}.sst")), true, key.clone(), key);
+                    let file = Request::new(Cf::Latest, PathBuf::from(format!("{i}.sst")), key.clone(), key);
                     g.ingest(file, sync, call).is_ok()
                 })
             })

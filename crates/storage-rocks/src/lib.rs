@@ -194,81 +194,10 @@ const MEMTABLE_BLOOM_RATIO: f64 = 0.05;
 const INGEST_MAX_L0_FILES: u64 = 8;
 
 /// The directory, inside the database's, where `Engine::ingest` writes its table files
-/// before RocksDB takes them in (moved, not copied) when there is no staging directory in
-/// memory (`Staging`). Emptied at open: a file left there was never ingested.
+/// before RocksDB links them in. A file is written there with its pages kept in the page
+/// cache (`sst_writer`), so the statements after a load find it in memory and nothing is
+/// copied. Emptied at open: a file left there was never ingested.
 const INGEST_DIR: &str = "ingest";
-
-/// Where `Engine::ingest` writes a table file before RocksDB takes it in.
-///
-/// In the data directory by default (`INGEST_DIR`): the file is written with its pages kept
-/// in the page cache (`sst_writer`) and linked in, so the statements after a load find it
-/// in memory and nothing is copied. Under `STRATA_INGEST_STAGING=<dir>` (an experiment
-/// switch; a tmpfs such as `/dev/shm` is what it was made for) files are written there and
-/// RocksDB copies them in, syncing the copy — how loads kept their pages cached before the
-/// writer could (sessions 65-73); if writing there fails, the data directory takes over.
-#[derive(Debug)]
-struct Staging {
-    /// In memory: this process's own directory on a tmpfs, removed when the engine closes.
-    memory: Option<PathBuf>,
-    /// Set once a file could not be written in memory (a full tmpfs, e.g. a container's
-    /// 64 MiB `/dev/shm`): later files go to the disk without first failing there.
-    memory_failed: AtomicBool,
-    /// In the data directory (`INGEST_DIR`): when there is no tmpfs, or it is full.
-    disk: PathBuf,
-}
-
-/// The prefix of the staging directories in memory: `<prefix><pid>.<n>`.
-const STAGING_PREFIX: &str = "strata-ingest.";
-
-impl Staging {
-    /// The staging directories for the database in `dir`: in memory only under
-    /// `STRATA_INGEST_STAGING=<dir>`.
-    fn new(dir: &Path) -> Staging {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let parent = std::env::var_os("STRATA_INGEST_STAGING").filter(|v| !v.is_empty() && v != "none");
-        let memory = parent.map(PathBuf::from).map(|p| {
-            remove_stale_staging(&p);
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            p.join(format!("{STAGING_PREFIX}{}.{n}", std::process::id()))
-        });
-        Staging { memory, memory_failed: AtomicBool::new(false), disk: dir.join(INGEST_DIR) }
-    }
-}
-
-impl Drop for Staging {
-    fn drop(&mut self) {
-        if let Some(m) = &self.memory {
-            let _ = std::fs::remove_dir_all(m);
-        }
-    }
-}
-
-/// Whether `path` is the mount point of a tmpfs (Linux's /proc/self/mounts says).
-#[cfg(test)]
-fn is_tmpfs(path: &Path) -> bool {
-    let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else { return false };
-    mounts.lines().any(|l| {
-        let mut f = l.split_whitespace();
-        let (_, at, kind) = (f.next(), f.next(), f.next());
-        at.map(Path::new) == Some(path) && kind == Some("tmpfs")
-    })
-}
-
-/// Removes the staging directories under `parent` of processes that are gone (one that
-/// crashed left its files there).
-fn remove_stale_staging(parent: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent) else { return };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(STAGING_PREFIX)).and_then(|r| r.split('.').next())
-        else {
-            continue;
-        };
-        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
-    }
-}
 
 /// A RocksDB database opened for Strata.
 pub struct RocksEngine {
@@ -280,7 +209,8 @@ pub struct RocksEngine {
     /// format, filters and compression as the column family's own files).
     cf_options: Vec<(Cf, Options)>,
     /// Where `ingest` writes its files, and the number of the next one.
-    staging: Staging,
+    /// `INGEST_DIR` in the data directory.
+    ingest_dir: PathBuf,
     ingest_seq: AtomicU64,
     load: LoadMode,
     /// The latest CF's records (see `record_cache`).
@@ -507,17 +437,16 @@ impl RocksEngine {
         let db = DB::open_cf_descriptors(&opts, dir, cfs).map_err(io)?;
         // Files an earlier process left unfinished; only now that RocksDB's LOCK file is
         // ours (a second process on the directory must not delete a running one's files).
-        let staging = Staging::new(dir);
-        if staging.disk.exists() {
-            std::fs::remove_dir_all(&staging.disk)
-                .map_err(|e| Error::Io(format!("{}: {e}", staging.disk.display())))?;
+        let ingest_dir = dir.join(INGEST_DIR);
+        if ingest_dir.exists() {
+            std::fs::remove_dir_all(&ingest_dir).map_err(|e| Error::Io(format!("{}: {e}", ingest_dir.display())))?;
         }
         apply_env_options(&db)?;
         Ok(RocksEngine {
             db: Arc::new(db),
             write_filter,
             cf_options,
-            staging,
+            ingest_dir,
             ingest_seq: AtomicU64::new(0),
             load: LoadMode::new(),
             records,
@@ -574,30 +503,11 @@ impl RocksEngine {
         c.valid()
     }
 
-    /// Writes `puts` (sorted, distinct keys) into a new table file for `cf`, in memory when
-    /// it can (`Staging`), and returns its path and whether it is in memory (to be copied
-    /// in, not moved).
-    fn write_table_file(&self, cf: Cf, puts: &[(Vec<u8>, Vec<u8>)]) -> Result<(PathBuf, bool)> {
-        if let Some(dir) = self.staging.memory.as_ref().filter(|_| !self.staging.memory_failed.load(Ordering::Relaxed))
-        {
-            // A full (or missing) tmpfs is no error: the data directory takes the file.
-            match self.write_table_file_in(dir, cf, puts) {
-                Ok(path) => return Ok((path, true)),
-                Err(e) => {
-                    self.staging.memory_failed.store(true, Ordering::Relaxed);
-                    eprintln!(
-                        "strata: staging bulk-load files in {} failed ({e}); using the data directory",
-                        dir.display()
-                    );
-                }
-            }
-        }
-        Ok((self.write_table_file_in(&self.staging.disk, cf, puts)?, false))
-    }
-
-    /// `write_table_file` in `dir`.
-    fn write_table_file_in(&self, dir: &Path, cf: Cf, puts: &[(Vec<u8>, Vec<u8>)]) -> Result<PathBuf> {
+    /// Writes `puts` (sorted, distinct keys) into a new table file for `cf` in `INGEST_DIR`
+    /// and returns its path.
+    fn write_table_file(&self, cf: Cf, puts: &[(Vec<u8>, Vec<u8>)]) -> Result<PathBuf> {
         let opts = &self.cf_options.iter().find(|(c, _)| *c == cf).expect("every column family has options").1;
+        let dir = &self.ingest_dir;
         std::fs::create_dir_all(dir).map_err(|e| Error::Io(format!("{}: {e}", dir.display())))?;
         let path = dir.join(format!("{}.sst", self.ingest_seq.fetch_add(1, Ordering::Relaxed)));
         let mut w = CachedSstWriter::new(opts);
@@ -1043,21 +953,20 @@ impl Engine for RocksEngine {
         if puts.windows(2).any(|w| w[0].0 == w[1].0) || self.holds_keys_within(cf, &puts)? {
             return Ok(Some(handed_back(cf, puts)));
         }
-        let (path, in_memory) = self.write_table_file(cf, &puts)?;
+        let path = self.write_table_file(cf, &puts)?;
         let cached: Vec<&[u8]> =
             if cf == RECORD_CACHED_CF { puts.iter().map(|(k, _)| k.as_slice()).collect() } else { Vec::new() };
         let marks = self.records.writing(&cached);
         let (first, last) = (puts[0].0.clone(), puts[puts.len() - 1].0.clone());
         let ingested = self.ingests.ingest(
-            ingest_group::Request::new(cf, path.clone(), in_memory, first, last),
+            ingest_group::Request::new(cf, path.clone(), first, last),
             // Everything written before goes to disk first: the file is durable once
             // ingested, and its puts may have been computed from writes the log still
             // only buffers.
             || self.db.flush_wal(true).map_err(io),
             |call| {
                 let mut o = IngestExternalFileOptions::default();
-                // A file in memory is copied in (and the copy synced); one on disk is linked.
-                o.set_move_files(!call.in_memory);
+                o.set_move_files(true);
                 let paths: Vec<&Path> = call.files.iter().map(|r| r.path.as_path()).collect();
                 self.db.ingest_external_file_cf_opts(self.handle(call.cf)?, &o, paths).map_err(io)
             },
@@ -1066,7 +975,7 @@ impl Engine for RocksEngine {
             self.resident.apply(puts.iter().map(|(k, v)| (k.as_slice(), Some(v.as_slice()))));
         }
         self.records.written(&cached, None, marks);
-        let _ = std::fs::remove_file(&path); // a moved file is gone already; a copied one is not
+        let _ = std::fs::remove_file(&path); // gone already once linked in; not if that failed
         ingested?;
         Ok(None)
     }
@@ -1457,66 +1366,10 @@ mod tests {
     fn an_ingested_file_stays_in_the_page_cache() {
         let dir = tempfile::tempdir().expect("tempdir");
         let e = RocksEngine::open(dir.path()).expect("open");
-        assert!(e.staging.memory.is_none(), "written in the data directory unless asked otherwise");
         let (cached, pages) = ingest_and_count_cached_pages(&e, dir.path());
         // Written with the page cache kept and linked in.
         assert!(cached * 10 >= pages * 9, "{cached} of {pages} pages cached");
         assert_eq!(std::fs::read_dir(dir.path().join(INGEST_DIR)).expect("ingest dir").count(), 0);
-    }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn a_file_staged_in_memory_is_copied_in_and_stays_in_the_page_cache() {
-        let shm = Path::new("/dev/shm");
-        if !is_tmpfs(shm) {
-            eprintln!("/dev/shm is no tmpfs: nothing to stage in");
-            return;
-        }
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut e = RocksEngine::open(dir.path()).expect("open");
-        // What `STRATA_INGEST_STAGING=/dev/shm` makes: this process's directory on the tmpfs.
-        e.staging.memory = Some(shm.join(format!("{STAGING_PREFIX}{}.test", std::process::id())));
-        let (cached, pages) = ingest_and_count_cached_pages(&e, dir.path());
-        // Copied in from memory: the copy's pages are cached like any written file's.
-        assert!(cached * 10 >= pages * 9, "{cached} of {pages} pages cached");
-        let m = e.staging.memory.clone().expect("staging dir");
-        assert_eq!(std::fs::read_dir(&m).expect("staging dir").count(), 0, "the staged file was removed");
-        drop(e);
-        assert!(!m.exists(), "the staging directory goes with the engine");
-    }
-
-    #[test]
-    fn a_staging_directory_that_fails_gives_way_to_the_data_directory() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut e = RocksEngine::open(dir.path()).expect("open");
-        // A directory that cannot be made: its parent is a file.
-        let blocker = dir.path().join("not-a-dir");
-        std::fs::write(&blocker, b"x").expect("write");
-        e.staging.memory = Some(blocker.join("staging"));
-        for round in 0..2u32 {
-            let mut b = WriteBatch::default();
-            for k in 0..100u32 {
-                b.put(Cf::Latest, format!("r{round}k{k:04}").into_bytes(), b"v".to_vec());
-            }
-            assert!(e.ingest(b).expect("ingest").is_none(), "taken as a table file");
-            assert!(e.staging.memory_failed.load(Ordering::Relaxed));
-        }
-        assert_eq!(e.get(Cf::Latest, b"r1k0099").expect("get"), Some(b"v".to_vec()));
-        assert_eq!(e.get(Cf::Latest, b"r0k0000").expect("get"), Some(b"v".to_vec()));
-    }
-
-    #[test]
-    fn stale_staging_directories_are_removed() {
-        let parent = tempfile::tempdir().expect("tempdir");
-        // No process has a pid above the kernel's limit (2^22).
-        let dead = parent.path().join(format!("{STAGING_PREFIX}99999999.0"));
-        let live = parent.path().join(format!("{STAGING_PREFIX}{}.7", std::process::id()));
-        let other = parent.path().join("strata-ingest-not-ours");
-        for d in [&dead, &live, &other] {
-            std::fs::create_dir_all(d.join("sub")).expect("mkdir");
-        }
-        remove_stale_staging(parent.path());
-        assert!(!dead.exists() && live.exists() && other.exists());
     }
 
     #[test]
