@@ -13,6 +13,8 @@
 #      data dir is copied to, or, when it exists, copied from instead of preparing, so
 #      A/B runs of two builds start from the same data]  PRESQL [unset; SQL run on the
 #      server before the prepare and before the runs, e.g. SET GLOBAL for an A/B of a switch]
+#      OUTDIR [unset; a directory go-tpc's whole output of each run is kept in, as
+#      LABEL.Nt.txt: its per-transaction-type latencies]
 set -u
 KIND=$1; BIN=$2; LABEL=$3
 GOTPC=${GOTPC:-$HOME/go-tpc/go-tpc}; W=${WAREHOUSES:-4}; THREADS=${THREADS:-"8 32"}; T=${TIME:-60s}
@@ -46,7 +48,9 @@ if [ "$KIND" = strata ]; then
   stop_strata
   DATA=${DATA:-/tmp/strata-tpcc}; rm -rf "$DATA"
   SNAP=${SNAPSHOT:-}
-  if [ -n "$SNAP" ] && [ -d "$SNAP" ]; then cp -a "$SNAP" "$DATA"; else mkdir -p "$DATA"; fi
+  # The copies are synced before a run: the kernel writes dirty pages back 30 s after they
+  # were made, and 700 MB of them stalled the run's WAL fsyncs for 100-250 ms (session 75).
+  if [ -n "$SNAP" ] && [ -d "$SNAP" ]; then cp -a "$SNAP" "$DATA"; sync; else mkdir -p "$DATA"; fi
   start_strata
 else
   PORT=3307
@@ -63,7 +67,7 @@ else
   echo "$LABEL prepare ${W}wh $(echo "$E - $S" | bc) s | client cpu s: $(cat /tmp/tpcc-prepare.$$.cpu)" \
     "| server cpu s: $(echo "$(server_cpu) - $CPU0" | bc) | box: $(box_shares "$STAT0" "$(head -1 /proc/stat)")"
   rm -f /tmp/tpcc-prepare.$$.cpu
-  if [ -n "$SNAP" ]; then stop_strata; cp -a "$DATA" "$SNAP"; start_strata; fi
+  if [ -n "$SNAP" ]; then stop_strata; cp -a "$DATA" "$SNAP"; sync; start_strata; fi
 fi
 [ "$KIND" = strata ] && [ -n "${METRICS:-}" ] && curl -s http://127.0.0.1:10090/metrics > "$METRICS.prepared"
 for th in $THREADS; do
@@ -71,6 +75,7 @@ for th in $THREADS; do
   server_pid
   CPU0=$(server_cpu)
   STAT0=$(head -1 /proc/stat)
+  DIRTY0=$(awk '/^Dirty:/ { print $2 }' /proc/meminfo)
   /usr/bin/time -f "%U %S" -o "$OUT.cpu" "$GOTPC" tpcc run --warehouses "$W" -H 127.0.0.1 -P $PORT -D tpcc \
     -T "$th" --time "$T" --interval "${RI:-10}s" > "$OUT" 2>&1
   [ "${RI:-0}" != 0 ] && grep -E '^\[Current\] NEW_ORDER' "$OUT" | sed "s/^/$LABEL ${th}t /"
@@ -86,7 +91,9 @@ for th in $THREADS; do
   fi
   # The whole box over the run, from /proc/stat: user, system, idle and I/O wait shares.
   BOX=$(box_shares "$STAT0" "$STAT1")
+  echo "$LABEL ${th} threads: dirty page cache at the start ${DIRTY0} kB"
   echo "$LABEL ${th} threads: $TPMC | client cpu s: $(cat "$OUT.cpu")$PERTX | box: $BOX"
+  [ -n "${OUTDIR:-}" ] && cp "$OUT" "$OUTDIR/$LABEL.${th}t.txt"
   rm -f "$OUT" "$OUT.cpu"
 done
 if [ "$KIND" = strata ]; then
