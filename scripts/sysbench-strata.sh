@@ -6,7 +6,8 @@
 BIN=$1; LABEL=$2; WL=${3:-oltp_read_write}; T=${4:-20}
 pkill -f "server --port 4600 --status"; while pgrep -f "server --port 4600 --status" >/dev/null; do sleep 0.5; done
 DATA=${DATA:-/tmp/strata-sysbench}; rm -rf $DATA; mkdir -p $DATA
-$BIN server --port 4600 --status-port 0 --data-dir $DATA > $DATA.$LABEL.log 2>&1 &
+# shellcheck disable=SC2086 # SERVER_ARGS: words, more arguments for the server
+$BIN server --port 4600 --status-port 0 --data-dir $DATA ${SERVER_ARGS:-} > $DATA.$LABEL.log 2>&1 &
 for i in $(seq 60); do mysql -h127.0.0.1 -P4600 -uroot -e "select 1" >/dev/null 2>&1 && break; sleep 0.5; done
 mysql -h127.0.0.1 -P4600 -uroot -e "create database sbtest"
 S=$(date +%s.%N)

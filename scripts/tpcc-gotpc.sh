@@ -13,6 +13,8 @@
 #      data dir is copied to, or, when it exists, copied from instead of preparing, so
 #      A/B runs of two builds start from the same data]  PRESQL [unset; SQL run on the
 #      server before the prepare and before the runs, e.g. SET GLOBAL for an A/B of a switch]
+#      SERVER_ARGS [unset; more arguments for Strata's server, e.g. --worker-affinity off]
+#      NOPREP [unset; MariaDB only: set, the runs use the tpcc database already there]
 #      OUTDIR [unset; a directory go-tpc's whole output of each run is kept in, as
 #      LABEL.Nt.txt: its per-transaction-type latencies]
 set -u
@@ -20,7 +22,8 @@ KIND=$1; BIN=$2; LABEL=$3
 GOTPC=${GOTPC:-$HOME/go-tpc/go-tpc}; W=${WAREHOUSES:-4}; THREADS=${THREADS:-"8 32"}; T=${TIME:-60s}
 stop_strata() { pkill -f "server --port 4700 --status"; while pgrep -f "server --port 4700 --status" >/dev/null; do sleep 0.5; done; }
 start_strata() {
-  "$BIN" server --port $PORT --status-port 10090 --data-dir "$DATA" >> "$DATA.$LABEL.log" 2>&1 &
+  # shellcheck disable=SC2086 # SERVER_ARGS: words
+  "$BIN" server --port $PORT --status-port 10090 --data-dir "$DATA" ${SERVER_ARGS:-} >> "$DATA.$LABEL.log" 2>&1 &
   for _ in $(seq 120); do mysql -h127.0.0.1 -P$PORT -uroot -e "select 1" >/dev/null 2>&1 && break; sleep 0.5; done
   if [ -n "${PRESQL:-}" ]; then mysql -h127.0.0.1 -P$PORT -uroot -e "$PRESQL"; fi
 }
@@ -57,6 +60,8 @@ else
 fi
 if [ -n "$SNAP" ] && [ -d "$SNAP" ]; then
   echo "$LABEL data from $SNAP"
+elif [ "$KIND" = mariadb ] && [ -n "${NOPREP:-}" ]; then
+  echo "$LABEL runs on the tpcc database already loaded"
 else
   mysql -h127.0.0.1 -P$PORT -uroot -e "drop database if exists tpcc; create database tpcc"
   server_pid; CPU0=$(server_cpu); STAT0=$(head -1 /proc/stat)

@@ -162,6 +162,20 @@ struct ServerArgs {
     /// How long old versions are kept for readers, in seconds (tidb_gc_life_time).
     #[arg(long, default_value_t = 600)]
     gc_life_time: u64,
+    /// Statement worker threads: one per CPU the process may use (or TOKIO_WORKER_THREADS).
+    #[arg(long)]
+    worker_threads: Option<usize>,
+    /// "auto": when there are as many statement workers as CPUs the process may use, each
+    /// worker runs on its own CPU (left to the kernel, two workers shared one CPU of a
+    /// 2-CPU box while the other idled); "off": the kernel places them.
+    #[arg(long, value_enum, default_value_t = WorkerAffinity::Auto)]
+    worker_affinity: WorkerAffinity,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum WorkerAffinity {
+    Auto,
+    Off,
 }
 
 fn main() -> Result<()> {
@@ -175,15 +189,42 @@ fn main() -> Result<()> {
         Command::Server(args) => {
             // Statements run on the runtime's threads; give them the stack the depth limits
             // are sized for (virtual memory: only what a statement touches is used).
-            let rt = tokio::runtime::Builder::new_multi_thread()
+            let workers = args
+                .worker_threads
+                .unwrap_or_else(|| {
+                    strata_common::env_number(
+                        "TOKIO_WORKER_THREADS",
+                        std::thread::available_parallelism().map_or(1, |n| n.get()),
+                    )
+                })
+                .max(1);
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder
                 .enable_all()
+                .worker_threads(workers)
                 .thread_stack_size(strata_sql::depth::STACK_SIZE)
                 // An experiment knob, unset by default: an N-µs slice for the runtime's
                 // threads (`strata_common::sched::request_slice_from_env`).
                 .on_thread_start(|| {
                     strata_common::sched::request_slice_from_env("STRATA_WORKER_SLICE_US", 0);
-                })
-                .build()?;
+                });
+            let pins = match args.worker_affinity {
+                WorkerAffinity::Auto => strata_common::sched::WorkerPins::new(workers).map(Arc::new),
+                WorkerAffinity::Off => None,
+            };
+            match &pins {
+                // Only the runtime's workers park (its blocking pool's threads do not): each
+                // takes the next CPU the first time it goes idle, at startup.
+                Some(pins) => {
+                    tracing::info!("{workers} statement workers, one on each of CPUs {:?}", pins.cpus());
+                    let pins = pins.clone();
+                    builder.on_thread_park(move || {
+                        pins.pin_once();
+                    });
+                }
+                None => tracing::info!("{workers} statement workers, placed by the kernel"),
+            }
+            let rt = builder.build()?;
             let r = rt.block_on(server(args));
             // Statements still running on other connections are abandoned: everything they
             // could have committed is already durable.
