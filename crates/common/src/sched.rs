@@ -119,16 +119,23 @@ pub fn allowed_cpus() -> Option<Vec<usize>> {
 
 /// Restricts the calling thread to `cpu`. Returns whether the kernel took it.
 pub fn pin_current_thread(cpu: usize) -> bool {
+    set_current_thread_cpus(&[cpu])
+}
+
+/// Lets the calling thread run on `cpus` (and no others). Returns whether the kernel took it.
+pub fn set_current_thread_cpus(cpus: &[usize]) -> bool {
     #[cfg(target_os = "linux")]
     {
         extern "C" {
             fn sched_setaffinity(pid: i32, size: usize, mask: *const u8) -> i32;
         }
-        if cpu >= MASK_BYTES * 8 {
-            return false;
-        }
         let mut mask = [0u8; MASK_BYTES];
-        mask[cpu / 8] |= 1 << (cpu % 8);
+        for &cpu in cpus {
+            if cpu >= MASK_BYTES * 8 {
+                return false;
+            }
+            mask[cpu / 8] |= 1 << (cpu % 8);
+        }
         // SAFETY: sched_setaffinity(pid 0 = the calling thread) reads `size` bytes of `mask`,
         // which is that long and outlives the call.
         #[allow(unsafe_code)]
@@ -137,7 +144,7 @@ pub fn pin_current_thread(cpu: usize) -> bool {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = cpu;
+        let _ = cpus;
         false
     }
 }
@@ -175,6 +182,14 @@ impl WorkerPins {
     /// The CPUs the workers are pinned to, in the order they are handed out.
     pub fn cpus(&self) -> &[usize] {
         &self.cpus
+    }
+
+    /// Lets the calling thread run on every CPU the workers share out. A thread inherits
+    /// the affinity of the thread that starts it, and the runtime starts its blocking
+    /// pool's threads from whichever worker asks for one: each is widened back when it
+    /// starts (a pinned worker then pins itself again when it first parks).
+    pub fn unpin(&self) -> bool {
+        set_current_thread_cpus(&self.cpus)
     }
 
     /// Pins the calling thread to the next CPU not yet handed out, the first time it
@@ -246,6 +261,22 @@ mod tests {
             .collect();
         assert_eq!(got.pop(), Some(None), "one thread more than CPUs");
         assert_eq!(got.into_iter().map(|c| c.expect("pinned")).collect::<Vec<_>>(), cpus);
+        // A thread started by a pinned one inherits its CPU until it is widened.
+        let widened = std::thread::spawn(move || {
+            let pinned = WorkerPins::new(cpus.len()).expect("one worker per CPU");
+            assert!(pinned.pin_once().is_some());
+            std::thread::spawn(move || {
+                let inherited = allowed_cpus().expect("readable");
+                assert!(pinned.unpin());
+                (inherited, allowed_cpus().expect("readable"), pinned.cpus().to_vec())
+            })
+            .join()
+            .expect("thread ran")
+        })
+        .join()
+        .expect("thread ran");
+        assert_eq!(widened.0.len(), 1, "started by a pinned thread: {widened:?}");
+        assert_eq!(widened.1, widened.2, "widened to every CPU");
     }
 
     #[test]

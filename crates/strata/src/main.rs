@@ -199,19 +199,21 @@ fn main() -> Result<()> {
                 })
                 .max(1);
             let mut builder = tokio::runtime::Builder::new_multi_thread();
-            builder
-                .enable_all()
-                .worker_threads(workers)
-                .thread_stack_size(strata_sql::depth::STACK_SIZE)
-                // An experiment knob, unset by default: an N-µs slice for the runtime's
-                // threads (`strata_common::sched::request_slice_from_env`).
-                .on_thread_start(|| {
-                    strata_common::sched::request_slice_from_env("STRATA_WORKER_SLICE_US", 0);
-                });
+            builder.enable_all().worker_threads(workers).thread_stack_size(strata_sql::depth::STACK_SIZE);
             let pins = match args.worker_affinity {
                 WorkerAffinity::Auto => strata_common::sched::WorkerPins::new(workers).map(Arc::new),
                 WorkerAffinity::Off => None,
             };
+            let widen = pins.clone();
+            builder.on_thread_start(move || {
+                // A blocking-pool thread a pinned worker starts would inherit its CPU.
+                if let Some(pins) = &widen {
+                    pins.unpin();
+                }
+                // An experiment knob, unset by default: an N-µs slice for the runtime's
+                // threads (`strata_common::sched::request_slice_from_env`).
+                strata_common::sched::request_slice_from_env("STRATA_WORKER_SLICE_US", 0);
+            });
             match &pins {
                 // Only the runtime's workers park (its blocking pool's threads do not): each
                 // takes the next CPU the first time it goes idle, at startup.
