@@ -117,11 +117,6 @@ pub fn allowed_cpus() -> Option<Vec<usize>> {
     }
 }
 
-/// Restricts the calling thread to `cpu`. Returns whether the kernel took it.
-pub fn pin_current_thread(cpu: usize) -> bool {
-    set_current_thread_cpus(&[cpu])
-}
-
 /// Lets the calling thread run on `cpus` (and no others). Returns whether the kernel took it.
 pub fn set_current_thread_cpus(cpus: &[usize]) -> bool {
     #[cfg(target_os = "linux")]
@@ -201,7 +196,7 @@ impl WorkerPins {
         }
         let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cpu = *self.cpus.get(i)?;
-        pin_current_thread(cpu).then_some(cpu)
+        set_current_thread_cpus(&[cpu]).then_some(cpu)
     }
 }
 
