@@ -155,6 +155,16 @@ pub fn row_prefix(table: TableId) -> Vec<u8> {
     out
 }
 
+/// The row key of an encoded handle (`row_prefix` then the handle), made in one allocation.
+pub fn row_key_of_handle(table: TableId, handle: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + 8 + ROW_SEP.len() + handle.len());
+    out.push(TABLE);
+    push_id(&mut out, table.0);
+    out.extend_from_slice(ROW_SEP);
+    out.extend_from_slice(handle);
+    out
+}
+
 /// The prefix of all entries of one index.
 pub fn index_prefix(table: TableId, index: IndexId) -> Vec<u8> {
     let mut out = table_prefix(table);
@@ -193,6 +203,8 @@ mod tests {
         assert!(row.starts_with(&table_prefix(t)));
         assert!(row.starts_with(&row_prefix(t)));
         assert!(row < prefix_end(&row_prefix(t)));
+        let handle = &row[row_prefix(t).len()..];
+        assert_eq!(row_key_of_handle(t, handle), row);
         let idx = Key::Index { table: t, index: IndexId(3), values: vec![1, 2] }.encode();
         assert!(idx.starts_with(&index_prefix(t, IndexId(3))));
         assert!(idx.starts_with(&table_prefix(t)));

@@ -17,6 +17,11 @@ pub const BYTES_PER_ITEM: usize = std::mem::size_of::<(u128, u32)>() + std::mem:
 /// Sorts `items` by the bytes `key` gives for each, ascending (unstable: items with equal
 /// keys end up in any order). The order is exactly `key(a).cmp(key(b))`'s.
 pub fn sort_by_key_bytes<T>(items: &mut [T], key: impl Fn(&T) -> &[u8]) {
+    // Often sorted already (a commit's keys come out of an ordered buffer); an unsorted
+    // input stops this at its first inversion.
+    if items.windows(2).all(|w| key(&w[0]) <= key(&w[1])) {
+        return;
+    }
     let n = items.len();
     if n < TAGGED_MIN || u32::try_from(n).is_err() {
         items.sort_unstable_by(|a, b| key(a).cmp(key(b)));

@@ -42,6 +42,14 @@ impl DateTime {
     /// Parses `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` (also `T` as separator, and `YYYYMMDD(HHMMSS)`).
     /// Returns None when the text is not a valid date.
     pub fn parse(text: &str) -> Option<DateTime> {
+        match Self::parse_canonical(text.as_bytes()) {
+            Some(dt) => dt.is_valid().then_some(dt),
+            None => Self::parse_general(text),
+        }
+    }
+
+    /// `parse` of any form it accepts.
+    fn parse_general(text: &str) -> Option<DateTime> {
         let s = text.trim();
         if s.is_empty() {
             return None;
@@ -75,6 +83,30 @@ impl DateTime {
             }
         }
         dt.is_valid().then_some(dt)
+    }
+
+    /// `YYYY-MM-DD` or `YYYY-MM-DD HH:MM:SS` exactly, as clients and dumps send values (a
+    /// bulk load's every date and time): read by position, without the general path's
+    /// splits. None for any other text (not yet validated either way).
+    fn parse_canonical(b: &[u8]) -> Option<DateTime> {
+        let digits = |from: usize, n: usize| -> Option<u16> {
+            b[from..from + n]
+                .iter()
+                .try_fold(0u16, |acc, &c| c.is_ascii_digit().then(|| acc * 10 + u16::from(c - b'0')))
+        };
+        let with_time = match b.len() {
+            10 => false,
+            19 if b[10] == b' ' && b[13] == b':' && b[16] == b':' => true,
+            _ => return None,
+        };
+        if b[4] != b'-' || b[7] != b'-' {
+            return None;
+        }
+        let mut dt = DateTime::from_ymd(digits(0, 4)?, digits(5, 2)? as u8, digits(8, 2)? as u8);
+        if with_time {
+            (dt.hour, dt.minute, dt.second) = (digits(11, 2)? as u8, digits(14, 2)? as u8, digits(17, 2)? as u8);
+        }
+        Some(dt)
     }
 
     fn parse_compact(s: &str) -> Option<DateTime> {
@@ -255,6 +287,31 @@ mod tests {
         assert!(DateTime::parse("2023-02-29").is_none());
         assert_eq!(DateTime::parse("0000-00-00").expect("zero date").format_date(), "0000-00-00");
         assert_eq!(DateTime::parse("20240102").expect("compact").format_date(), "2024-01-02");
+    }
+
+    #[test]
+    fn canonical_texts_read_as_the_general_path_reads_them() {
+        for s in [
+            "2024-02-29 13:14:15",
+            "2023-02-29 13:14:15",
+            "2024-12-31",
+            "0000-00-00",
+            "0000-00-00 00:00:00",
+            "9999-12-31 23:59:59",
+            "2024-01-01 24:00:00",
+            "2024-01-01 12:60:00",
+            "2024-13-01",
+            "2024-00-10",
+            "2024-1x-01",
+            "2024/01/01",
+            "2024-01-01T10:11:12",
+            " 2024-01-01",
+            "2024-01-01 1:2:3",
+        ] {
+            assert_eq!(DateTime::parse(s), DateTime::parse_general(s), "{s}");
+        }
+        assert!(DateTime::parse_canonical(b"2024-01-01 10:11:12").is_some());
+        assert!(DateTime::parse_canonical(b"2024-01-01T10:11:12").is_none());
     }
 
     #[test]

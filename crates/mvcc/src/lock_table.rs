@@ -94,6 +94,12 @@ impl Committing {
 
     /// The index of `key`, if it is one of the entry's.
     fn find(&self, key: &[u8]) -> Option<usize> {
+        // Most keys asked about lie outside the entry's span (another loader's table or
+        // warehouse): two comparisons instead of a search.
+        let (first, last) = (self.keys.first()?, self.keys.last()?);
+        if key < first.0.as_slice() || key > last.0.as_slice() {
+            return None;
+        }
         self.keys.binary_search_by(|(k, _)| k.as_slice().cmp(key)).ok()
     }
 

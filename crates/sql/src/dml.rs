@@ -185,6 +185,26 @@ fn delete_row(
     Ok(())
 }
 
+/// Writes rows known to conflict with nothing (`DmlCtx::store_rows`), with their index
+/// entries, in one batch (`handles`: the rows', `handle_of`).
+fn store_new_rows(
+    txn: &mut Transaction,
+    table: &TableInfo,
+    rows: Vec<(Row, Option<i64>)>,
+    handles: Vec<Vec<u8>>,
+) -> Stored {
+    let affected = rows.len() as u64;
+    let mut puts = Vec::with_capacity(rows.len() * (1 + table.indexes.len()));
+    for ((row, row_id), handle) in rows.iter().zip(&handles) {
+        puts.push((row_key(table, handle), encode_row(table, row, *row_id)));
+        for idx in &table.indexes {
+            puts.push(index_entry(table, idx, row, handle));
+        }
+    }
+    txn.put_all(puts);
+    Stored { affected, ..Stored::default() }
+}
+
 /// Finds rows that conflict with `row` on the primary key or a unique index.
 async fn conflicts(
     cache: &mut KeyCache,
@@ -541,7 +561,8 @@ impl DmlCtx<'_> {
         coerced: bool,
         first_auto: &mut Option<u64>,
     ) -> Result<(Row, Option<i64>)> {
-        let now = Value::DateTime(self.session.now());
+        // The statement's NOW() for defaults, made when a column first needs one.
+        let mut now: Option<Value> = None;
         let mut row: Row = Vec::with_capacity(table.columns.len());
         for (c, given) in table.columns.iter().zip(given) {
             let v = match given {
@@ -550,7 +571,7 @@ impl DmlCtx<'_> {
                 Some(v) if coerced => v,
                 Some(v) => c.coerce(v)?,
                 None if c.auto_increment => Value::Null,
-                None => default_value(c, &now)?,
+                None => default_value(c, now.get_or_insert_with(|| Value::DateTime(self.session.now())))?,
             };
             row.push(v);
         }
@@ -599,18 +620,27 @@ impl DmlCtx<'_> {
             handles.push(handle);
         }
         let mut cache = KeyCache { known: HashMap::new() };
-        if !keys.is_empty() {
-            keys.sort();
-            keys.dedup();
-            // A plain INSERT that is its own transaction: its commit follows at once and its
-            // prewrite checks the keys have no value (a duplicate fails it with 1062,
-            // `Engine::commit_txn`), so they are neither locked nor read now.
-            if matches!(on_dup, OnDuplicate::Error) && txn.presume_absent(&keys) {
-                cache.known.extend(keys.into_iter().map(|k| (k, None)));
-            } else {
-                let vals = txn.lock_and_get(&keys).await?;
-                cache.known.extend(keys.into_iter().zip(vals));
-            }
+        keys.sort();
+        // A plain INSERT that is its own transaction: its commit follows at once and its
+        // prewrite checks the keys have no value (a duplicate fails it with 1062,
+        // `Engine::commit_txn`), so they are neither locked nor read now.
+        let presume = matches!(on_dup, OnDuplicate::Error) && txn.may_presume_absent();
+        // No row can then conflict but with another of the statement's or with what the
+        // transaction wrote before; with neither (or no unique keys at all: rows by hidden
+        // id) every row is new and they go in without a lookup each.
+        if keys.is_empty()
+            || (presume && keys.windows(2).all(|w| w[0] != w[1]) && keys.iter().all(|k| txn.own_write(k).is_none()))
+        {
+            txn.presume_absent(keys);
+            return Ok(store_new_rows(txn, table, rows, handles));
+        }
+        keys.dedup();
+        if presume {
+            txn.presume_absent(keys.iter().cloned());
+            cache.known.extend(keys.into_iter().map(|k| (k, None)));
+        } else {
+            let vals = txn.lock_and_get(&keys).await?;
+            cache.known.extend(keys.into_iter().zip(vals));
         }
         let mut out = Stored::default();
         for ((row, row_id), handle) in rows.into_iter().zip(handles) {

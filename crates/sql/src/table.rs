@@ -49,9 +49,7 @@ pub fn handle_of(table: &TableInfo, row: &Row, row_id: Option<i64>) -> Result<Ve
 
 /// The row key for a handle.
 pub fn row_key(table: &TableInfo, handle: &[u8]) -> Vec<u8> {
-    let mut k = row_prefix(table.table_id());
-    k.extend_from_slice(handle);
-    k
+    strata_codec::keys::row_key_of_handle(table.table_id(), handle)
 }
 
 /// The handle part of a row key.

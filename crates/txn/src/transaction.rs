@@ -426,12 +426,18 @@ impl Transaction {
     /// `Mutation::Insert`, and its prewrite fails with `Error::AlreadyExists` if one has a
     /// value (or waits for the lock another transaction holds on it, as a lock command
     /// would). An INSERT's new keys.
-    pub fn presume_absent(&mut self, keys: &[Vec<u8>]) -> bool {
-        if !self.single_statement || self.opts.mode != LockMode::Pessimistic {
+    pub fn presume_absent(&mut self, keys: impl IntoIterator<Item = Vec<u8>>) -> bool {
+        if !self.may_presume_absent() {
             return false;
         }
-        self.presumed.extend(keys.iter().cloned());
+        self.presumed.extend(keys);
         true
+    }
+
+    /// Whether `presume_absent` would take keys: the transaction is one pessimistic
+    /// statement.
+    pub fn may_presume_absent(&self) -> bool {
+        self.single_statement && self.opts.mode == LockMode::Pessimistic
     }
 
     /// This transaction's own write of `key`, if it wrote it (`Some(None)`: deleted).
@@ -726,6 +732,21 @@ impl Transaction {
     /// Buffers a write of `key`.
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.stmt.insert(key, Some(value));
+    }
+
+    /// Buffers writes of distinct keys (the caller knows them distinct), in any order. The
+    /// running statement's first writes are sorted and built into its buffer in one pass
+    /// instead of a search per key: a bulk INSERT's thousand rows and their index entries.
+    pub fn put_all(&mut self, mut puts: Vec<(Vec<u8>, Vec<u8>)>) {
+        if !self.stmt.is_empty() {
+            for (k, v) in puts {
+                self.stmt.insert(k, Some(v));
+            }
+            return;
+        }
+        strata_common::keysort::sort_by_key_bytes(&mut puts, |p| &p.0);
+        debug_assert!(puts.windows(2).all(|w| w[0].0 != w[1].0), "put_all of a key twice");
+        self.stmt = puts.into_iter().map(|(k, v)| (k, Some(v))).collect();
     }
 
     /// Buffers a deletion of `key`.
