@@ -194,10 +194,13 @@ fn store_new_rows(
     handles: Vec<Vec<u8>>,
 ) -> Stored {
     let affected = rows.len() as u64;
+    // The rows, then each index's entries: runs in key order when the rows come in it.
     let mut puts = Vec::with_capacity(rows.len() * (1 + table.indexes.len()));
     for ((row, row_id), handle) in rows.iter().zip(&handles) {
         puts.push((row_key(table, handle), encode_row(table, row, *row_id)));
-        for idx in &table.indexes {
+    }
+    for idx in &table.indexes {
+        for ((row, _), handle) in rows.iter().zip(&handles) {
             puts.push(index_entry(table, idx, row, handle));
         }
     }

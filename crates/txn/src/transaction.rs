@@ -744,7 +744,14 @@ impl Transaction {
             }
             return;
         }
-        strata_common::keysort::sort_by_key_bytes(&mut puts, |p| &p.0);
+        // A few sorted runs (a table's rows, then each index's entries, each often in key
+        // order already) merge in a pass each; anything else takes the byte sort.
+        let descents = puts.windows(2).filter(|w| w[0].0 > w[1].0).take(8).count();
+        if descents < 8 {
+            puts.sort_by(|a, b| a.0.cmp(&b.0));
+        } else {
+            strata_common::keysort::sort_by_key_bytes(&mut puts, |p| &p.0);
+        }
         debug_assert!(puts.windows(2).all(|w| w[0].0 != w[1].0), "put_all of a key twice");
         self.stmt = puts.into_iter().map(|(k, v)| (k, Some(v))).collect();
     }
