@@ -142,7 +142,13 @@ pub fn row_table_of(raw: &[u8]) -> Option<TableId> {
 
 /// The prefix shared by every key of a table (rows and indexes).
 pub fn table_prefix(table: TableId) -> Vec<u8> {
-    let mut out = Vec::with_capacity(11);
+    table_prefix_with_room(table, 2)
+}
+
+/// `table_prefix` in a buffer with room for `more` bytes after it, so a key built on it
+/// is one allocation.
+fn table_prefix_with_room(table: TableId, more: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + 8 + more);
     out.push(TABLE);
     push_id(&mut out, table.0);
     out
@@ -150,16 +156,12 @@ pub fn table_prefix(table: TableId) -> Vec<u8> {
 
 /// The prefix of all rows of a table.
 pub fn row_prefix(table: TableId) -> Vec<u8> {
-    let mut out = table_prefix(table);
-    out.extend_from_slice(ROW_SEP);
-    out
+    row_key_of_handle(table, &[])
 }
 
-/// The row key of an encoded handle (`row_prefix` then the handle), made in one allocation.
+/// The row key of an encoded handle (`row_prefix` then the handle).
 pub fn row_key_of_handle(table: TableId, handle: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(1 + 8 + ROW_SEP.len() + handle.len());
-    out.push(TABLE);
-    push_id(&mut out, table.0);
+    let mut out = table_prefix_with_room(table, ROW_SEP.len() + handle.len());
     out.extend_from_slice(ROW_SEP);
     out.extend_from_slice(handle);
     out
@@ -167,7 +169,8 @@ pub fn row_key_of_handle(table: TableId, handle: &[u8]) -> Vec<u8> {
 
 /// The prefix of all entries of one index.
 pub fn index_prefix(table: TableId, index: IndexId) -> Vec<u8> {
-    let mut out = table_prefix(table);
+    // Room for the entry's values and handle too, typically.
+    let mut out = table_prefix_with_room(table, INDEX_SEP.len() + 8 + 24);
     out.extend_from_slice(INDEX_SEP);
     push_id(&mut out, index.0);
     out

@@ -14,15 +14,25 @@ const TAGGED_MIN: usize = 64;
 /// that bound what they collect before sorting.
 pub const BYTES_PER_ITEM: usize = std::mem::size_of::<(u128, u32)>() + std::mem::size_of::<u32>();
 
+/// Inputs made of fewer sorted runs than this are merged by the standard stable sort, which
+/// finds runs, instead of being tagged.
+const FEW_RUNS: usize = 8;
+
 /// Sorts `items` by the bytes `key` gives for each, ascending (unstable: items with equal
 /// keys end up in any order). The order is exactly `key(a).cmp(key(b))`'s.
 pub fn sort_by_key_bytes<T>(items: &mut [T], key: impl Fn(&T) -> &[u8]) {
-    // Often sorted already (a commit's keys come out of an ordered buffer); an unsorted
-    // input stops this at its first inversion.
-    if items.windows(2).all(|w| key(&w[0]) <= key(&w[1])) {
+    // Often sorted already (a commit's keys come out of an ordered buffer) or a few sorted
+    // runs (a bulk INSERT's rows, then each index's entries); a shuffled input stops the
+    // count early.
+    let descents = items.windows(2).filter(|w| key(&w[0]) > key(&w[1])).take(FEW_RUNS).count();
+    if descents == 0 {
         return;
     }
     let n = items.len();
+    if descents < FEW_RUNS {
+        items.sort_by(|a, b| key(a).cmp(key(b)));
+        return;
+    }
     if n < TAGGED_MIN || u32::try_from(n).is_err() {
         items.sort_unstable_by(|a, b| key(a).cmp(key(b)));
         return;

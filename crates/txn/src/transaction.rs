@@ -421,17 +421,15 @@ impl Transaction {
     }
 
     /// Presumes that `keys` have no value, if the transaction is one pessimistic statement
-    /// (`set_single_statement`; false, and nothing done, otherwise): instead of locking and
+    /// (`set_single_statement`; nothing is done otherwise, `may_presume_absent`): instead of locking and
     /// reading them now, the commit, which follows the statement at once, writes them as
     /// `Mutation::Insert`, and its prewrite fails with `Error::AlreadyExists` if one has a
     /// value (or waits for the lock another transaction holds on it, as a lock command
     /// would). An INSERT's new keys.
-    pub fn presume_absent(&mut self, keys: impl IntoIterator<Item = Vec<u8>>) -> bool {
-        if !self.may_presume_absent() {
-            return false;
+    pub fn presume_absent(&mut self, keys: impl IntoIterator<Item = Vec<u8>>) {
+        if self.may_presume_absent() {
+            self.presumed.extend(keys);
         }
-        self.presumed.extend(keys);
-        true
     }
 
     /// Whether `presume_absent` would take keys: the transaction is one pessimistic
@@ -744,14 +742,7 @@ impl Transaction {
             }
             return;
         }
-        // A few sorted runs (a table's rows, then each index's entries, each often in key
-        // order already) merge in a pass each; anything else takes the byte sort.
-        let descents = puts.windows(2).filter(|w| w[0].0 > w[1].0).take(8).count();
-        if descents < 8 {
-            puts.sort_by(|a, b| a.0.cmp(&b.0));
-        } else {
-            strata_common::keysort::sort_by_key_bytes(&mut puts, |p| &p.0);
-        }
+        strata_common::keysort::sort_by_key_bytes(&mut puts, |p| &p.0);
         debug_assert!(puts.windows(2).all(|w| w[0].0 != w[1].0), "put_all of a key twice");
         self.stmt = puts.into_iter().map(|(k, v)| (k, Some(v))).collect();
     }
