@@ -6,6 +6,8 @@
 //! prefix all keys share once, sorts compact `(head, index)` tags where the head is the
 //! next 16 bytes of a key as one big-endian integer, and compares whole keys only for tags
 //! whose heads tie. Then it moves the items into their places in one pass of swaps.
+//! Input already in order, or made of a few sorted runs, is recognised in one pass and left
+//! alone or merged by the standard library's run-finding sort instead.
 
 /// Inputs shorter than this are sorted directly: the tags would not pay for themselves.
 const TAGGED_MIN: usize = 64;
