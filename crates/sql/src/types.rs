@@ -237,8 +237,23 @@ impl ColumnType {
                     }
                 }
                 let d = v.as_decimal().ok_or_else(out_of_range)?;
-                let d = d.round_dp_with_strategy(*scale as u32, RoundingStrategy::MidpointAwayFromZero);
                 let int_digits = (*precision - *scale) as u32;
+                if d.scale() <= *scale as u32 {
+                    // At most the column's scale (a loaded literal, as a rule): nothing to
+                    // round, the mantissa is scaled up exactly, and the range is a bound on
+                    // it (what the general path below checks, in integers).
+                    if let Some(m) = d.mantissa().checked_mul(10i128.pow(*scale as u32 - d.scale())) {
+                        let fits = int_digits >= 28
+                            || 10u128.checked_pow(*precision as u32).is_none_or(|bound| m.unsigned_abs() < bound);
+                        if !fits {
+                            return Err(out_of_range());
+                        }
+                        if let Ok(d) = Decimal::try_from_i128_with_scale(m, *scale as u32) {
+                            return Ok(Value::Decimal(d));
+                        }
+                    }
+                }
+                let d = d.round_dp_with_strategy(*scale as u32, RoundingStrategy::MidpointAwayFromZero);
                 let limit = Decimal::from_i128_with_scale(10i128.pow(int_digits.min(28)), 0);
                 if int_digits < 28 && d.abs() >= limit {
                     return Err(out_of_range());
@@ -356,5 +371,40 @@ mod tests {
             ColumnType::Date.coerce(Value::str("2020-01-02 10:00:00"), "d").expect("date").to_display(),
             "2020-01-02"
         );
+    }
+
+    /// A decimal already at the column's scale skips rounding; its range check must agree
+    /// with the one values at other scales get.
+    #[test]
+    fn decimals_at_the_column_scale_are_checked_alike() {
+        let dec = |p, s| ColumnType::Decimal { precision: p, scale: s };
+        let at = |text: &str| Value::Decimal(text.parse::<Decimal>().expect("decimal"));
+        let shown = |r: Result<Value>| r.map(|v| v.to_display()).map_err(|e| e.code().number());
+        assert_eq!(shown(dec(5, 2).coerce(at("999.99"), "c")), Ok("999.99".into()));
+        assert_eq!(shown(dec(5, 2).coerce(at("-999.99"), "c")), Ok("-999.99".into()));
+        assert_eq!(shown(dec(5, 2).coerce(at("1000.00"), "c")), Err(1264));
+        assert_eq!(shown(dec(5, 2).coerce(at("-1000.00"), "c")), Err(1264));
+        // Below the column's scale: scaled up exactly, the same bounds.
+        assert_eq!(shown(dec(5, 2).coerce(at("12.3"), "c")), Ok("12.30".into()));
+        assert_eq!(shown(dec(5, 2).coerce(at("-999.9"), "c")), Ok("-999.90".into()));
+        assert_eq!(shown(dec(5, 2).coerce(Value::Int(999), "c")), Ok("999.00".into()));
+        assert_eq!(shown(dec(5, 2).coerce(Value::Int(-1000), "c")), Err(1264));
+        assert_eq!(shown(dec(5, 2).coerce(at("1000.0"), "c")), Err(1264));
+        // One whose mantissa overflows at the column's scale: the general path keeps what fits.
+        assert_eq!(
+            shown(dec(40, 20).coerce(Value::Int(1_700_000_000_000_000_000), "c")),
+            Ok("1700000000000000000.0000000000".into())
+        );
+        // Above it: rounded first (the general path).
+        assert_eq!(shown(dec(5, 2).coerce(at("999.994"), "c")), Ok("999.99".into()));
+        assert_eq!(shown(dec(5, 2).coerce(at("999.995"), "c")), Err(1264));
+        assert_eq!(shown(dec(5, 2).coerce(at("1000"), "c")), Err(1264));
+        assert_eq!(shown(dec(5, 0).coerce(at("99999"), "c")), Ok("99999".into()));
+        assert_eq!(shown(dec(5, 0).coerce(at("100000"), "c")), Err(1264));
+        assert_eq!(shown(dec(4, 4).coerce(at("0.9999"), "c")), Ok("0.9999".into()));
+        assert_eq!(shown(dec(4, 4).coerce(at("1.0000"), "c")), Err(1264));
+        // Wide columns: no bound a 96-bit mantissa can reach.
+        assert!(dec(65, 2).coerce(at("12345678901234567890123456.78"), "c").is_ok());
+        assert!(dec(30, 2).coerce(at("12345678901234567890123456.78"), "c").is_ok());
     }
 }
