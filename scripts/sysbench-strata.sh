@@ -16,3 +16,5 @@ E=$(date +%s.%N)
 echo "$LABEL prepare $(echo "$E - $S" | bc) s"
 sysbench $WL --mysql-host=127.0.0.1 --mysql-port=4600 --mysql-user=root --mysql-db=sbtest --tables=4 --table-size=100000 --threads=8 --time=$T --report-interval=${RI:-0} ${SBARGS:-} run 2>&1 | grep -E "transactions:|queries:|95th|^\[ " | sed "s/^/$LABEL /"
 pkill -f "server --port 4600 --status"; while pgrep -f "server --port 4600 --status" >/dev/null; do sleep 0.5; done
+# Removed now rather than before the next prepare (see tpcc-gotpc.sh).
+rm -rf $DATA
