@@ -238,19 +238,24 @@ impl ColumnType {
                 }
                 let d = v.as_decimal().ok_or_else(out_of_range)?;
                 let int_digits = (*precision - *scale) as u32;
-                if d.scale() <= *scale as u32 {
-                    // At most the column's scale (a loaded literal, as a rule): nothing to
-                    // round, the mantissa is scaled up exactly, and the range is a bound on
-                    // it (what the general path below checks, in integers).
-                    if let Some(m) = d.mantissa().checked_mul(10i128.pow(*scale as u32 - d.scale())) {
-                        let fits = int_digits >= 28
-                            || 10u128.checked_pow(*precision as u32).is_none_or(|bound| m.unsigned_abs() < bound);
-                        if !fits {
-                            return Err(out_of_range());
-                        }
-                        if let Ok(d) = Decimal::try_from_i128_with_scale(m, *scale as u32) {
-                            return Ok(Value::Decimal(d));
-                        }
+                // The mantissa at the column's scale, when that is exact (no digit dropped
+                // but zeros: `12.340000` from a client's float formatting): then the range
+                // is a bound on it, what the general path below checks, in integers.
+                let m = match d.scale().checked_sub(*scale as u32) {
+                    None => d.mantissa().checked_mul(10i128.pow(*scale as u32 - d.scale())),
+                    Some(extra) => {
+                        let p = 10i128.pow(extra);
+                        (d.mantissa() % p == 0).then(|| d.mantissa() / p)
+                    }
+                };
+                if let Some(m) = m {
+                    let fits = int_digits >= 28
+                        || 10u128.checked_pow(*precision as u32).is_none_or(|bound| m.unsigned_abs() < bound);
+                    if !fits {
+                        return Err(out_of_range());
+                    }
+                    if let Ok(d) = Decimal::try_from_i128_with_scale(m, *scale as u32) {
+                        return Ok(Value::Decimal(d));
                     }
                 }
                 let d = d.round_dp_with_strategy(*scale as u32, RoundingStrategy::MidpointAwayFromZero);
@@ -395,7 +400,12 @@ mod tests {
             shown(dec(40, 20).coerce(Value::Int(1_700_000_000_000_000_000), "c")),
             Ok("1700000000000000000.0000000000".into())
         );
-        // Above it: rounded first (the general path).
+        // Above it with zeros only: exact, the same bounds.
+        assert_eq!(shown(dec(5, 2).coerce(at("12.340000"), "c")), Ok("12.34".into()));
+        assert_eq!(shown(dec(5, 2).coerce(at("-999.990000"), "c")), Ok("-999.99".into()));
+        assert_eq!(shown(dec(5, 2).coerce(at("1000.000000"), "c")), Err(1264));
+        assert_eq!(shown(dec(4, 4).coerce(at("0.100000"), "c")), Ok("0.1000".into()));
+        // Above it with other digits: rounded first (the general path).
         assert_eq!(shown(dec(5, 2).coerce(at("999.994"), "c")), Ok("999.99".into()));
         assert_eq!(shown(dec(5, 2).coerce(at("999.995"), "c")), Err(1264));
         assert_eq!(shown(dec(5, 2).coerce(at("1000"), "c")), Err(1264));
