@@ -378,10 +378,10 @@ mod tests {
         );
     }
 
-    /// A decimal already at the column's scale skips rounding; its range check must agree
-    /// with the one values at other scales get.
+    /// A decimal moved to the column's scale exactly (fewer digits, or extra zeros) skips
+    /// rounding; its results and range check must agree with the general path's.
     #[test]
-    fn decimals_at_the_column_scale_are_checked_alike() {
+    fn decimals_moved_to_the_column_scale_exactly_are_checked_alike() {
         let dec = |p, s| ColumnType::Decimal { precision: p, scale: s };
         let at = |text: &str| Value::Decimal(text.parse::<Decimal>().expect("decimal"));
         let shown = |r: Result<Value>| r.map(|v| v.to_display()).map_err(|e| e.code().number());
@@ -405,6 +405,7 @@ mod tests {
         assert_eq!(shown(dec(5, 2).coerce(at("-999.990000"), "c")), Ok("-999.99".into()));
         assert_eq!(shown(dec(5, 2).coerce(at("1000.000000"), "c")), Err(1264));
         assert_eq!(shown(dec(4, 4).coerce(at("0.100000"), "c")), Ok("0.1000".into()));
+        assert_eq!(shown(dec(5, 2).coerce(at("-0.000"), "c")), Ok("0.00".into()));
         // Above it with other digits: rounded first (the general path).
         assert_eq!(shown(dec(5, 2).coerce(at("999.994"), "c")), Ok("999.99".into()));
         assert_eq!(shown(dec(5, 2).coerce(at("999.995"), "c")), Err(1264));
