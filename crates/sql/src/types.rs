@@ -242,7 +242,7 @@ impl ColumnType {
                 // but zeros: `12.340000` from a client's float formatting): then the range
                 // is a bound on it, what the general path below checks, in integers.
                 let m = match d.scale().checked_sub(*scale as u32) {
-                    None => d.mantissa().checked_mul(10i128.pow(*scale as u32 - d.scale())),
+                    None => 10i128.checked_pow(*scale as u32 - d.scale()).and_then(|p| d.mantissa().checked_mul(p)),
                     Some(extra) => {
                         let p = 10i128.pow(extra);
                         (d.mantissa() % p == 0).then(|| d.mantissa() / p)

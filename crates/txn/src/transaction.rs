@@ -420,9 +420,9 @@ impl Transaction {
         self.single_statement = single;
     }
 
-    /// Presumes that `keys` have no value, if the transaction is one pessimistic statement
-    /// (`set_single_statement`; nothing is done otherwise, `may_presume_absent`): instead of locking and
-    /// reading them now, the commit, which follows the statement at once, writes them as
+    /// Presumes that `keys` have no value if the transaction is one pessimistic statement
+    /// (`may_presume_absent`; otherwise nothing is done): instead of locking and reading them
+    /// now, the commit, which follows the statement at once, writes them as
     /// `Mutation::Insert`, and its prewrite fails with `Error::AlreadyExists` if one has a
     /// value (or waits for the lock another transaction holds on it, as a lock command
     /// would). An INSERT's new keys.
