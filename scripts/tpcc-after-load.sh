@@ -29,7 +29,8 @@ mysql -h127.0.0.1 -P4700 -uroot -e "create database tpcc"
 S=$(date +%s.%N)
 "$GOTPC" tpcc prepare --warehouses 4 -H 127.0.0.1 -P 4700 -D tpcc -T 4 --no-check > /dev/null 2>&1
 E=$(date +%s.%N)
-echo "$L prepare $(echo "$E - $S" | bc) s, server cpu $(cpu) s, table files $(files)"
+echo "$L prepare $(echo "$E - $S" | bc) s, server cpu $(cpu) s, table files $(files)," \
+  "$(curl -s http://127.0.0.1:10090/metrics | awk '/^strata_mvcc_ingested_(commits|keys)_total/ { sub(/strata_mvcc_ingested_/, "", $1); printf "%s %s ", $1, $2 }')"
 case $MODE in
   idle) C0=$(cpu); sleep "${IDLE:-60}"; echo "$L idle ${IDLE:-60} s: server cpu $(echo "$(cpu) - $C0" | bc) s, table files $(files)" ;;
   restart) stop; start ;;

@@ -6,13 +6,15 @@
 //! (a write and an fsync) and then the new files (another), rebuilding the column
 //! family's version each time, with writes held off meanwhile. A 4-warehouse TPC-C load
 //! makes ~1,600 such commits of ~1,000 keys from four connections; one call each was a
-//! quarter of the server's CPU in that load (BENCHMARKS.md, session 73). Files of one call
-//! must not overlap each other (each then lands at the lowest level it fits, as alone);
-//! one that overlaps another waits for a later call of the same group.
+//! quarter of the server's CPU in that load (BENCHMARKS.md, session 73). A commit's files
+//! (one per table unit, `table_partitioner`) go in one call, so it is taken in whole or
+//! not at all. Files of one call must not overlap each other (each then lands at the
+//! lowest level it fits, as alone); a commit with a file overlapping another commit's
+//! waits for a later call of the same group.
 //!
-//! The first committer to find no group running leads: it takes every file queued, its
-//! own included, runs the calls, posts each file's outcome and wakes the others; a
-//! committer whose file came too late for that group leads the next one.
+//! The first committer to find no group running leads: it takes every request queued, its
+//! own included, runs the calls, posts each request's outcome and wakes the others; a
+//! committer whose request came too late for that group leads the next one.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,21 +23,35 @@ use parking_lot::{Condvar, Mutex};
 use strata_common::Result;
 use strata_storage::Cf;
 
-/// One committer's table file, waiting to be taken in.
-pub(crate) struct Request {
-    pub cf: Cf,
+/// One table file of a request: where it is, and its first and last keys.
+pub(crate) struct File {
     pub path: PathBuf,
-    /// Its first and last keys.
     pub first: Vec<u8>,
     pub last: Vec<u8>,
+}
+
+impl File {
+    fn overlaps(&self, other: &File) -> bool {
+        self.first <= other.last && other.first <= self.last
+    }
+}
+
+/// One committer's table files (disjoint, in key order), waiting to be taken in together.
+pub(crate) struct Request {
+    pub cf: Cf,
+    pub files: Vec<File>,
     /// Set when queued.
     id: u64,
 }
 
 impl Request {
-    /// The file at `path`, holding keys `first..=last` of `cf`.
-    pub fn new(cf: Cf, path: PathBuf, first: Vec<u8>, last: Vec<u8>) -> Request {
-        Request { cf, path, first, last, id: 0 }
+    /// `files` of `cf`, to be taken in by one call (all or none).
+    pub fn new(cf: Cf, files: Vec<File>) -> Request {
+        Request { cf, files, id: 0 }
+    }
+
+    fn first(&self) -> &[u8] {
+        self.files.first().map_or(&[], |f| f.first.as_slice())
     }
 }
 
@@ -56,15 +72,28 @@ pub(crate) struct IngestGroups {
     finished: Condvar,
 }
 
-/// The files of one RocksDB call: same column family, no two overlapping.
+/// The requests of one RocksDB call: same column family, no two files overlapping.
 pub(crate) struct Call<'a> {
     pub cf: Cf,
-    pub files: Vec<&'a Request>,
+    pub requests: Vec<&'a Request>,
+}
+
+impl Call<'_> {
+    /// Every file of the call, in key order.
+    pub fn files(&self) -> Vec<&File> {
+        let mut files: Vec<&File> = self.requests.iter().flat_map(|r| &r.files).collect();
+        files.sort_by(|a, b| a.first.cmp(&b.first));
+        files
+    }
+
+    fn overlaps(&self, r: &Request) -> bool {
+        self.requests.iter().flat_map(|q| &q.files).any(|g| r.files.iter().any(|f| f.overlaps(g)))
+    }
 }
 
 impl IngestGroups {
-    /// Takes in `file` with whatever else is queued, returning once it is in (or failed).
-    /// `sync_log` runs once per group before its calls, `ingest` once per call.
+    /// Takes in `file`'s files with whatever else is queued, returning once they are in
+    /// (or failed). `sync_log` runs once per group before its calls, `ingest` once per call.
     pub fn ingest(
         &self,
         mut file: Request,
@@ -106,17 +135,17 @@ fn run_group(
     let mut outcomes = Vec::with_capacity(group.len());
     for call in calls(group) {
         let outcome = ingest(&call);
-        outcomes.extend(call.files.iter().map(|r| (r.id, outcome.clone())));
+        outcomes.extend(call.requests.iter().map(|r| (r.id, outcome.clone())));
     }
     outcomes
 }
 
-/// `group` split into calls: by column family, and within those in rounds of
-/// files that do not overlap each other (a file overlapping one already in the round waits
-/// for the next), each round in key order.
+/// `group` split into calls: by column family, and within those in rounds of requests
+/// whose files do not overlap each other's (a request with a file overlapping one already
+/// in the round waits for the next), each round in key order of the requests' first files.
 pub(crate) fn calls(group: &[Request]) -> Vec<Call<'_>> {
     let mut sorted: Vec<&Request> = group.iter().collect();
-    sorted.sort_by(|a, b| (a.cf, &a.first).cmp(&(b.cf, &b.first)));
+    sorted.sort_by(|a, b| (a.cf, a.first()).cmp(&(b.cf, b.first())));
     let mut out: Vec<Call> = Vec::new();
     let mut left = sorted;
     while !left.is_empty() {
@@ -125,19 +154,17 @@ pub(crate) fn calls(group: &[Request]) -> Vec<Call<'_>> {
         for r in left {
             match &mut round {
                 Some(c) if c.cf == r.cf => {
-                    // Sorted by first key: `r` overlaps the round if it starts at or before
-                    // the round's last file ends.
-                    if c.files.last().is_some_and(|prev| r.first <= prev.last) {
+                    if c.overlaps(r) {
                         later.push(r);
                     } else {
-                        c.files.push(r);
+                        c.requests.push(r);
                     }
                 }
                 _ => {
                     if let Some(c) = round.take() {
                         out.push(c);
                     }
-                    round = Some(Call { cf: r.cf, files: vec![r] });
+                    round = Some(Call { cf: r.cf, requests: vec![r] });
                 }
             }
         }
@@ -153,15 +180,19 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
+    fn file(name: String, first: &str, last: &str) -> File {
+        File { path: PathBuf::from(name), first: first.into(), last: last.into() }
+    }
+
     fn req(id: u64, cf: Cf, first: &str, last: &str) -> Request {
-        Request { cf, path: PathBuf::from(format!("{id}.sst")), first: first.into(), last: last.into(), id }
+        Request { cf, files: vec![file(format!("{id}.sst"), first, last)], id }
     }
 
     /// A call's files, and whether it failed.
     type CallMade = (Vec<PathBuf>, bool);
 
     fn ids(c: &Call) -> Vec<u64> {
-        c.files.iter().map(|r| r.id).collect()
+        c.requests.iter().map(|r| r.id).collect()
     }
 
     #[test]
@@ -187,11 +218,33 @@ mod tests {
         assert_eq!(shape, vec![(Cf::Write, vec![4]), (Cf::Latest, vec![0, 3]), (Cf::Latest, vec![1, 2])]);
         // Every file is in exactly one call, and no call holds two that overlap.
         for call in &c {
-            for w in call.files.windows(2) {
+            for w in call.files().windows(2) {
                 assert!(w[0].last < w[1].first);
             }
         }
-        assert_eq!(c.iter().map(|c| c.files.len()).sum::<usize>(), group.len());
+        assert_eq!(c.iter().map(|c| c.files().len()).sum::<usize>(), group.len());
+    }
+
+    #[test]
+    fn a_request_s_files_go_in_one_call_and_interleave_with_others() {
+        // Two commits' rows and index entries: rows apart, index entries interleaved but
+        // disjoint (0's "i1".."i3", 1's "i4".."i6"); a third whose index entries fall among 0's.
+        let two = |id: u64, rows: (&str, &str), idx: (&str, &str)| Request {
+            cf: Cf::Latest,
+            files: vec![file(format!("{id}r"), rows.0, rows.1), file(format!("{id}i"), idx.0, idx.1)],
+            id,
+        };
+        let group = vec![
+            two(0, ("r1", "r2"), ("x1", "x3")),
+            two(1, ("r3", "r4"), ("x4", "x6")),
+            two(2, ("r5", "r6"), ("x2", "x2")),
+        ];
+        let c = calls(&group);
+        let shape: Vec<Vec<u64>> = c.iter().map(ids).collect();
+        assert_eq!(shape, vec![vec![0, 1], vec![2]]);
+        let paths: Vec<PathBuf> = c[0].files().iter().map(|f| f.path.clone()).collect();
+        let want: Vec<PathBuf> = ["0r", "1r", "0i", "1i"].iter().map(PathBuf::from).collect();
+        assert_eq!(paths, want, "every file of the call, in key order");
     }
 
     #[test]
@@ -212,7 +265,7 @@ mod tests {
                     };
                     let call = |call: &Call| {
                         // The file of committer 3 fails, and with it its whole call.
-                        let paths: Vec<PathBuf> = call.files.iter().map(|r| r.path.clone()).collect();
+                        let paths: Vec<PathBuf> = call.files().iter().map(|f| f.path.clone()).collect();
                         let fail = paths.contains(&PathBuf::from("3.sst"));
                         m.lock().push((paths, fail));
                         if fail {
@@ -221,7 +274,10 @@ mod tests {
                             Ok(())
                         }
                     };
-                    let file = Request::new(Cf::Latest, PathBuf::from(format!("{i}.sst")), key.clone(), key);
+                    let file = Request::new(
+                        Cf::Latest,
+                        vec![File { path: PathBuf::from(format!("{i}.sst")), first: key.clone(), last: key }],
+                    );
                     g.ingest(file, sync, call).is_ok()
                 })
             })

@@ -24,6 +24,7 @@ mod ingest_group;
 mod record_cache;
 mod resident;
 mod sst_writer;
+mod table_partitioner;
 
 use record_cache::{Lookup, RecordCache};
 pub use resident::UnitOf;
@@ -426,6 +427,7 @@ impl RocksEngine {
                         LatestSizes::for_memtable(LATEST_WRITE_BUFFER_BYTES).set(&mut o);
                         o.set_level_zero_file_num_compaction_trigger(LATEST_L0_COMPACTION_TRIGGER);
                         point_reads(&mut o);
+                        table_partitioner::set(&mut o);
                     }
                     Cf::Lock | Cf::Raw => {}
                 }
@@ -489,7 +491,7 @@ impl RocksEngine {
     /// of them would then land in level 0 or force a memtable flush (which makes a level-0
     /// file it then overlaps): TPC-C's loads, whose statements mix a table's rows with its
     /// index entries and interleave with other loaders' keys, took a quarter longer when
-    /// every large commit was ingested (BENCHMARKS.md). A batch that appends to a key range
+    /// every large commit was ingested (BENCHMARKS.md). A unit that appends to a key range
     /// nobody else writes (a bulk INSERT's new rows) lands below every file.
     fn holds_keys_within(&self, cf: Cf, puts: &[(Vec<u8>, Vec<u8>)]) -> Result<bool> {
         let (Some((first, _)), Some((last, _))) = (puts.first(), puts.last()) else { return Ok(false) };
@@ -950,24 +952,52 @@ impl Engine for RocksEngine {
             .collect();
         // Stable: two puts of one key keep their order in the batch handed back.
         puts.sort_by(|a, b| a.0.cmp(&b.0));
-        if puts.windows(2).any(|w| w[0].0 == w[1].0) || self.holds_keys_within(cf, &puts)? {
+        if puts.windows(2).any(|w| w[0].0 == w[1].0) {
             return Ok(Some(handed_back(cf, puts)));
         }
-        let path = self.write_table_file(cf, &puts)?;
+        // A file per unit (a table's rows, an index's entries), cut where the compactions
+        // cut theirs: a unit the store holds no key inside lands below every file. A
+        // commit with a unit that does hold keys inside (an index whose new entries fall
+        // among earlier ones) is handed back whole: its files go in by one call, and that
+        // one would land in level 0, which a load then fills faster than compactions empty
+        // it (a 4-warehouse TPC-C load ingested half as many keys, BENCHMARKS.md).
+        let runs = table_partitioner::runs(&puts);
+        for r in &runs {
+            if self.holds_keys_within(cf, &puts[r.clone()])? {
+                return Ok(Some(handed_back(cf, puts)));
+            }
+        }
+        let mut files = Vec::with_capacity(runs.len());
+        for r in &runs {
+            match self.write_table_file(cf, &puts[r.clone()]) {
+                Ok(path) => files.push(ingest_group::File {
+                    path,
+                    first: puts[r.start].0.clone(),
+                    last: puts[r.end - 1].0.clone(),
+                }),
+                Err(e) => {
+                    for f in &files {
+                        let _ = std::fs::remove_file(&f.path);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let paths: Vec<PathBuf> = files.iter().map(|f| f.path.clone()).collect();
         let cached: Vec<&[u8]> =
             if cf == RECORD_CACHED_CF { puts.iter().map(|(k, _)| k.as_slice()).collect() } else { Vec::new() };
         let marks = self.records.writing(&cached);
-        let (first, last) = (puts[0].0.clone(), puts[puts.len() - 1].0.clone());
         let ingested = self.ingests.ingest(
-            ingest_group::Request::new(cf, path.clone(), first, last),
-            // Everything written before goes to disk first: the file is durable once
-            // ingested, and its puts may have been computed from writes the log still
+            ingest_group::Request::new(cf, files),
+            // Everything written before goes to disk first: the files are durable once
+            // ingested, and their puts may have been computed from writes the log still
             // only buffers.
             || self.db.flush_wal(true).map_err(io),
             |call| {
                 let mut o = IngestExternalFileOptions::default();
                 o.set_move_files(true);
-                let paths: Vec<&Path> = call.files.iter().map(|r| r.path.as_path()).collect();
+                let files = call.files();
+                let paths: Vec<&Path> = files.iter().map(|f| f.path.as_path()).collect();
                 self.db.ingest_external_file_cf_opts(self.handle(call.cf)?, &o, paths).map_err(io)
             },
         );
@@ -975,7 +1005,9 @@ impl Engine for RocksEngine {
             self.resident.apply(puts.iter().map(|(k, v)| (k.as_slice(), Some(v.as_slice()))));
         }
         self.records.written(&cached, None, marks);
-        let _ = std::fs::remove_file(&path); // gone already once linked in; not if that failed
+        for path in &paths {
+            let _ = std::fs::remove_file(path); // gone already once linked in; not if that failed
+        }
         ingested?;
         Ok(None)
     }
@@ -1467,6 +1499,63 @@ mod tests {
         e.clear_range(Cf::Latest, b"k", b"l").expect("clear");
         assert_eq!(get("k0900"), None);
         assert_eq!(get("k0003"), None);
+    }
+
+    /// Encoded latest-CF keys of table 7: its rows, and entries of its index 1.
+    fn unit_key(index: bool, n: u32) -> Vec<u8> {
+        use strata_codec::{keys, memcmp};
+        use strata_common::{IndexId, TableId};
+        let mut user = if index { keys::index_prefix(TableId(7), IndexId(1)) } else { keys::row_prefix(TableId(7)) };
+        user.extend_from_slice(format!("{n:06}").as_bytes());
+        let mut out = Vec::new();
+        memcmp::encode_bytes(&mut out, &user);
+        out
+    }
+
+    fn unit_puts(rows: std::ops::Range<u32>, entries: std::ops::Range<u32>) -> WriteBatch {
+        let mut b = WriteBatch::default();
+        for n in rows {
+            b.put(Cf::Latest, unit_key(false, n), vec![b'r'; 100]);
+        }
+        for n in entries {
+            b.put(Cf::Latest, unit_key(true, n), Vec::new());
+        }
+        b
+    }
+
+    #[test]
+    fn a_bulk_commit_s_rows_and_index_entries_land_below_level_0_after_compactions() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = RocksEngine::open(dir.path()).expect("open");
+        // Rows and index entries through the log and memtable, flushed and compacted to
+        // the last level: without the partitioner one file spans the index and the rows.
+        e.write(unit_puts(0..500, 0..500), false).expect("write");
+        e.compact_range(Cf::Latest, b"", b"\xff").expect("compact");
+        let files: Vec<_> =
+            e.db.live_files().expect("live files").into_iter().filter(|f| f.column_family_name == "latest").collect();
+        assert_eq!(files.len(), 2, "one file for the rows, one for the index: {files:?}");
+        for f in &files {
+            let (first, last) = (f.start_key.as_deref().expect("start"), f.end_key.as_deref().expect("end"));
+            assert_eq!(table_partitioner::unit(first), table_partitioner::unit(last), "a file spans two units");
+        }
+        // A commit appending to both: two files, neither in level 0, in one call.
+        assert!(e.ingest(unit_puts(500..1000, 500..1000)).expect("ingest").is_none(), "handed back");
+        assert_eq!(level_files(&e, Cf::Latest, 0), 0);
+        assert_eq!((1..7).map(|l| level_files(&e, Cf::Latest, l)).sum::<u64>(), 4);
+        let mut c = e.cursor(Cf::Latest, &unit_key(true, 0), &unit_key(false, 999_999)).expect("cursor");
+        c.seek(&unit_key(true, 0));
+        let mut n = 0;
+        while c.valid().expect("valid") {
+            n += 1;
+            c.next();
+        }
+        assert_eq!(n, 2000);
+        // One whose index entries fall among those already there is handed back whole.
+        let mut between = unit_puts(1000..1100, 2000..2010);
+        between.put(Cf::Latest, unit_key(true, 250), Vec::new());
+        let back = e.ingest(between).expect("ingest").expect("an entry among the index's");
+        assert_eq!(back.ops.len(), 111);
+        assert_eq!(e.get(Cf::Latest, &unit_key(false, 1000)).expect("get"), None);
     }
 
     #[test]
