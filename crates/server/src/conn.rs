@@ -719,9 +719,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> strata_sql::load::FileSource for 
 /// `str::from_utf8`, whose ASCII fast path is several times quicker than the lossy
 /// conversion's byte-by-byte walk (1.75% of the server's CPU loading sysbench's 4×100k
 /// rows in 500 KB INSERTs); anything else is converted lossily.
-fn utf8_text(bytes: &[u8]) -> String {
+fn utf8_text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     match std::str::from_utf8(bytes) {
-        Ok(s) => s.to_owned(),
-        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
     }
 }

@@ -1972,7 +1972,7 @@ impl<'a> Binder<'a> {
 
 /// The types of an information_schema table's columns: those of its values (they are
 /// constants, like a VALUES list), VARCHAR where every value is NULL.
-fn information_schema_types(mut cols: Vec<OutputColumn>, rows: &[Vec<Value>]) -> Vec<OutputColumn> {
+pub(crate) fn information_schema_types(mut cols: Vec<OutputColumn>, rows: &[Vec<Value>]) -> Vec<OutputColumn> {
     for (i, c) in cols.iter_mut().enumerate() {
         let types: Vec<SqlType> = rows.iter().filter_map(|r| r.get(i)).map(SqlType::of_value).collect();
         let mut ty = crate::typing::merge(&types);

@@ -159,6 +159,9 @@ pub fn show_tables(
 ) -> Result<QueryResult> {
     let (db, pat) = show_db_and_filter(opts)?;
     let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
+    if is_information_schema(&db) {
+        return Ok(information_schema_tables(full, &pat));
+    }
     let tables = cat.tables(&db).ok_or_else(|| Error::user(Code::BadDb, format!("Unknown database '{db}'")))?;
     let col = format!("Tables_in_{db}");
     let mut named: Vec<(String, &str)> = tables.iter().map(|t| (t.name.clone(), "BASE TABLE")).collect();
@@ -245,19 +248,38 @@ pub fn show_columns(
     let name = si.parent_name.as_ref().ok_or_else(|| Error::parse("SHOW COLUMNS needs FROM table"))?;
     let (db, t) = split_name(name)?;
     let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
-    let table = cat.table(&db, &t)?;
-    let cols: &[&str] = if full {
-        &["Field", "Type", "Collation", "Null", "Key", "Default", "Extra", "Privileges", "Comment"]
+    let (_, pat) = show_db_and_filter(opts)?;
+    let result = if is_information_schema(&db) {
+        information_schema_describe(cat, &t, full)?
     } else {
-        &["Field", "Type", "Null", "Key", "Default", "Extra"]
+        let table = cat.table(&db, &t)?;
+        let cols: &[&str] = if full {
+            &["Field", "Type", "Collation", "Null", "Key", "Default", "Extra", "Privileges", "Comment"]
+        } else {
+            &["Field", "Type", "Null", "Key", "Default", "Extra"]
+        };
+        QueryResult::text_rows(cols, columns_rows(&table, full))
     };
-    Ok(QueryResult::text_rows(cols, columns_rows(&table, full)))
+    // SHOW COLUMNS ... LIKE 'pattern' keeps the columns whose name matches.
+    Ok(match result {
+        QueryResult::Rows { columns, mut rows } => {
+            rows.retain(|r| match r.first() {
+                Some(Value::Bytes(name)) => matches(&pat, &String::from_utf8_lossy(name)),
+                _ => true,
+            });
+            QueryResult::Rows { columns, rows }
+        }
+        other => other,
+    })
 }
 
 /// DESCRIBE t.
 pub fn describe(cat: &Catalog, current: &Option<String>, name: &ast::ObjectName) -> Result<QueryResult> {
     let (db, t) = split_name(name)?;
     let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
+    if is_information_schema(&db) {
+        return information_schema_describe(cat, &t, false);
+    }
     let table = cat.table(&db, &t)?;
     Ok(QueryResult::text_rows(&["Field", "Type", "Null", "Key", "Default", "Extra"], columns_rows(&table, false)))
 }
@@ -397,6 +419,22 @@ pub fn show_create(
         ast::ShowCreateObject::Table => {
             let (db, t) = split_name(name)?;
             let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
+            if is_information_schema(&db) {
+                // As MySQL 5.7 shows them: temporary tables of the MEMORY engine.
+                let name = t.to_ascii_uppercase();
+                let cols: Vec<String> = information_schema_columns(cat, &t)?
+                    .into_iter()
+                    .map(|(c, ty)| format!("  `{c}` {ty} DEFAULT NULL"))
+                    .collect();
+                let sql = format!(
+                    "CREATE TEMPORARY TABLE `{name}` (\n{}\n) ENGINE=MEMORY DEFAULT CHARSET=utf8mb4",
+                    cols.join(",\n")
+                );
+                return Ok(QueryResult::text_rows(
+                    &["Table", "Create Table"],
+                    vec![vec![Value::str(name), Value::str(sql)]],
+                ));
+            }
             if let Some(v) = cat.try_view(&db, &t) {
                 return Ok(crate::views::show_create_view(&v));
             }
@@ -423,6 +461,94 @@ pub fn show_create(
 
 fn text_cols(names: &[&str]) -> Vec<OutputColumn> {
     names.iter().map(|n| OutputColumn { name: n.to_string(), org_name: n.to_string(), ..Default::default() }).collect()
+}
+
+/// The information_schema tables `information_schema` knows, as SHOW TABLES names them.
+pub const INFORMATION_SCHEMA_TABLES: &[&str] = &[
+    "CHARACTER_SETS",
+    "COLLATIONS",
+    "COLUMNS",
+    "ENGINES",
+    "FILES",
+    "KEY_COLUMN_USAGE",
+    "OPTIMIZER_TRACE",
+    "PARTITIONS",
+    "PROCESSLIST",
+    "REFERENTIAL_CONSTRAINTS",
+    "ROUTINES",
+    "SCHEMATA",
+    "STATEMENTS_SUMMARY",
+    "STATEMENTS_SUMMARY_HISTORY",
+    "STATISTICS",
+    "TABLES",
+    "TABLE_CONSTRAINTS",
+    "TIFLASH_REPLICA",
+    "TRIGGERS",
+    "USER_PRIVILEGES",
+    "VIEWS",
+];
+
+fn is_information_schema(db: &str) -> bool {
+    db.eq_ignore_ascii_case("information_schema")
+}
+
+/// SHOW TABLES FROM information_schema.
+fn information_schema_tables(full: bool, pat: &Option<String>) -> QueryResult {
+    let rows = INFORMATION_SCHEMA_TABLES
+        .iter()
+        .filter(|n| matches(pat, n))
+        .map(|n| {
+            let mut r = vec![Value::str(*n)];
+            if full {
+                r.push(Value::str("SYSTEM VIEW"));
+            }
+            r
+        })
+        .collect();
+    let col = "Tables_in_information_schema";
+    if full {
+        QueryResult::text_rows(&[col, "Table_type"], rows)
+    } else {
+        QueryResult::text_rows(&[col], rows)
+    }
+}
+
+/// An information_schema table's columns with their types (those of its values, as a
+/// SELECT from it reports them), for DESCRIBE, SHOW COLUMNS and SHOW CREATE TABLE.
+fn information_schema_columns(cat: &Catalog, table: &str) -> Result<Vec<(String, String)>> {
+    let (cols, rows) = information_schema(cat, table)?;
+    Ok(crate::binder::information_schema_types(cols, &rows)
+        .into_iter()
+        .map(|c| (c.name, c.ty.map_or_else(|| "varchar(64)".to_string(), |t| t.sql_name())))
+        .collect())
+}
+
+/// DESCRIBE / SHOW (FULL) COLUMNS of an information_schema table: every column nullable,
+/// no keys or defaults.
+fn information_schema_describe(cat: &Catalog, table: &str, full: bool) -> Result<QueryResult> {
+    let rows = information_schema_columns(cat, table)?
+        .into_iter()
+        .map(|(name, ty)| {
+            let string = ty.starts_with("varchar") || ty.starts_with("text") || ty.starts_with("char");
+            let mut r = vec![Value::str(name), Value::str(ty)];
+            if full {
+                r.push(if string { Value::str("utf8mb4_bin") } else { Value::Null });
+            }
+            r.extend([Value::str("YES"), Value::str(""), Value::Null, Value::str("")]);
+            if full {
+                r.extend([Value::str("select"), Value::str("")]);
+            }
+            r
+        })
+        .collect();
+    Ok(if full {
+        QueryResult::text_rows(
+            &["Field", "Type", "Collation", "Null", "Key", "Default", "Extra", "Privileges", "Comment"],
+            rows,
+        )
+    } else {
+        QueryResult::text_rows(&["Field", "Type", "Null", "Key", "Default", "Extra"], rows)
+    })
 }
 
 /// Rows of an information_schema table, with MySQL 8's columns (the ones tools select by
