@@ -284,6 +284,25 @@ pub fn describe(cat: &Catalog, current: &Option<String>, name: &ast::ObjectName)
     Ok(QueryResult::text_rows(&["Field", "Type", "Null", "Key", "Default", "Extra"], columns_rows(&table, false)))
 }
 
+/// SHOW INDEX's columns.
+const INDEX_COLUMNS: [&str; 15] = [
+    "Table",
+    "Non_unique",
+    "Key_name",
+    "Seq_in_index",
+    "Column_name",
+    "Collation",
+    "Cardinality",
+    "Sub_part",
+    "Packed",
+    "Null",
+    "Index_type",
+    "Comment",
+    "Index_comment",
+    "Visible",
+    "Expression",
+];
+
 /// SHOW INDEX FROM t (FROM db) (parsed by hand: the SQL parser does not know it).
 /// SHOW INDEX FROM t [FROM db]; `may_see(db, table)` checks the caller's privileges.
 pub fn show_index(
@@ -299,10 +318,15 @@ pub fn show_index(
         None => (words.get(5).map(|d| d.trim_matches('`').to_string()), tname.to_string()),
     };
     let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
+    let mut rows = Vec::new();
+    if is_information_schema(&db) {
+        // Its tables have no indexes (an unknown one is still an error).
+        information_schema(cat, &tname)?;
+        return Ok(QueryResult::text_rows(&INDEX_COLUMNS, rows));
+    }
     may_see(&db, &tname)?;
     let t = cat.table(&db, &tname)?;
     let stats = cat.stats(t.id);
-    let mut rows = Vec::new();
     let mut push = |name: &str, unique: bool, cols: &[usize], id: i64| {
         for (seq, c) in cols.iter().enumerate() {
             rows.push(vec![
@@ -330,26 +354,7 @@ pub fn show_index(
     for i in t.indexes.iter().filter(|i| i.is_public()) {
         push(&i.name, i.unique, &i.columns, i.id);
     }
-    Ok(QueryResult::text_rows(
-        &[
-            "Table",
-            "Non_unique",
-            "Key_name",
-            "Seq_in_index",
-            "Column_name",
-            "Collation",
-            "Cardinality",
-            "Sub_part",
-            "Packed",
-            "Null",
-            "Index_type",
-            "Comment",
-            "Index_comment",
-            "Visible",
-            "Expression",
-        ],
-        rows,
-    ))
+    Ok(QueryResult::text_rows(&INDEX_COLUMNS, rows))
 }
 
 /// An index prefix's distinct values from the table's statistics (`id` 0: the primary
