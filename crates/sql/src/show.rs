@@ -318,15 +318,15 @@ pub fn show_index(
         None => (words.get(5).map(|d| d.trim_matches('`').to_string()), tname.to_string()),
     };
     let db = db.or(current.clone()).ok_or_else(|| Error::user(Code::NoDb, "No database selected"))?;
-    let mut rows = Vec::new();
     if is_information_schema(&db) {
         // Its tables have no indexes (an unknown one is still an error).
         information_schema(cat, &tname)?;
-        return Ok(QueryResult::text_rows(&INDEX_COLUMNS, rows));
+        return Ok(QueryResult::text_rows(&INDEX_COLUMNS, Vec::new()));
     }
     may_see(&db, &tname)?;
     let t = cat.table(&db, &tname)?;
     let stats = cat.stats(t.id);
+    let mut rows = Vec::new();
     let mut push = |name: &str, unique: bool, cols: &[usize], id: i64| {
         for (seq, c) in cols.iter().enumerate() {
             rows.push(vec![
@@ -429,7 +429,7 @@ pub fn show_create(
                 let name = t.to_ascii_uppercase();
                 let cols: Vec<String> = information_schema_columns(cat, &t)?
                     .into_iter()
-                    .map(|(c, ty)| format!("  `{c}` {ty} DEFAULT NULL"))
+                    .map(|(c, ty)| format!("  `{c}` {} DEFAULT NULL", ty.sql_name()))
                     .collect();
                 let sql = format!(
                     "CREATE TEMPORARY TABLE `{name}` (\n{}\n) ENGINE=MEMORY DEFAULT CHARSET=utf8mb4",
@@ -520,11 +520,11 @@ fn information_schema_tables(full: bool, pat: &Option<String>) -> QueryResult {
 
 /// An information_schema table's columns with their types (those of its values, as a
 /// SELECT from it reports them), for DESCRIBE, SHOW COLUMNS and SHOW CREATE TABLE.
-fn information_schema_columns(cat: &Catalog, table: &str) -> Result<Vec<(String, String)>> {
+fn information_schema_columns(cat: &Catalog, table: &str) -> Result<Vec<(String, ColumnType)>> {
     let (cols, rows) = information_schema(cat, table)?;
     Ok(crate::binder::information_schema_types(cols, &rows)
         .into_iter()
-        .map(|c| (c.name, c.ty.map_or_else(|| "varchar(64)".to_string(), |t| t.sql_name())))
+        .map(|c| (c.name, c.ty.unwrap_or(ColumnType::Varchar(64))))
         .collect())
 }
 
@@ -534,10 +534,9 @@ fn information_schema_describe(cat: &Catalog, table: &str, full: bool) -> Result
     let rows = information_schema_columns(cat, table)?
         .into_iter()
         .map(|(name, ty)| {
-            let string = ty.starts_with("varchar") || ty.starts_with("text") || ty.starts_with("char");
-            let mut r = vec![Value::str(name), Value::str(ty)];
+            let mut r = vec![Value::str(name), Value::str(ty.sql_name())];
             if full {
-                r.push(if string { Value::str("utf8mb4_bin") } else { Value::Null });
+                r.push(if ty.is_string() && !ty.is_binary() { Value::str("utf8mb4_bin") } else { Value::Null });
             }
             r.extend([Value::str("YES"), Value::str(""), Value::Null, Value::str("")]);
             if full {

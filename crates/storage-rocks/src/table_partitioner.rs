@@ -37,10 +37,12 @@ pub(crate) fn unit(key: &[u8]) -> &[u8] {
 pub(crate) fn runs<V>(sorted: &[(Vec<u8>, V)]) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let mut start = 0;
-    for i in 1..sorted.len() {
-        if unit(&sorted[i].0) != unit(&sorted[start].0) {
+    let mut current = sorted.first().map_or(&[][..], |(k, _)| unit(k));
+    for (i, (key, _)) in sorted.iter().enumerate().skip(1) {
+        let u = unit(key);
+        if u != current {
             out.push(start..i);
-            start = i;
+            (start, current) = (i, u);
         }
     }
     if start < sorted.len() {
