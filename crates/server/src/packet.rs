@@ -104,13 +104,40 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
             if payload.len() + len > self.max_packet {
                 return Err(ReadError::TooLarge);
             }
-            let start = payload.len();
-            payload.resize(start + len, 0);
-            self.read_exact(&mut payload[start..]).await.map_err(ReadError::Io)?;
+            self.read_append(&mut payload, len).await.map_err(ReadError::Io)?;
             if len < MAX_CHUNK {
                 return Ok(payload);
             }
         }
+    }
+
+    /// Appends the next `n` bytes to `dst`: what the buffer holds, then straight from the
+    /// stream into `dst`'s spare capacity when at least a buffer's worth is missing (a large
+    /// statement is not zero-filled first), else through the buffer.
+    async fn read_append(&mut self, dst: &mut Vec<u8>, n: usize) -> std::io::Result<()> {
+        let have = (self.inlen - self.inpos).min(n);
+        dst.reserve_exact(n);
+        dst.extend_from_slice(&self.inbuf[self.inpos..self.inpos + have]);
+        self.inpos += have;
+        let mut missing = n - have;
+        if missing == 0 {
+            return Ok(());
+        }
+        if self.buffered && missing < READ_BUFFER {
+            let start = dst.len();
+            dst.resize(start + missing, 0);
+            return self.read_exact(&mut dst[start..]).await;
+        }
+        while missing > 0 {
+            // `take` bounds the read to this packet; `read_buf` fills the reserved capacity
+            // without initializing it.
+            let got = (&mut self.stream).take(missing as u64).read_buf(dst).await?;
+            if got == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            missing -= got;
+        }
+        Ok(())
     }
 
     /// Fills `dst` from the buffer, then (unbuffered, or once the buffer is drained) from the
@@ -309,6 +336,19 @@ mod tests {
         assert_eq!(a.out, b.out);
         assert_eq!(a.seq, 2);
         assert_eq!(b.seq, 2);
+    }
+
+    /// A connection cut in the middle of a large payload is an I/O error, not a short payload.
+    #[test]
+    fn a_payload_cut_short_is_an_error() {
+        run(async {
+            let (mut client, mut io) = connected(1 << 20, true);
+            let mut bytes = packet(0, &[5u8; 50_000]);
+            bytes.truncate(30_000);
+            client.write_all(&bytes).await.expect("write");
+            drop(client);
+            assert!(matches!(io.read().await, Err(ReadError::Io(_))));
+        });
     }
 
     /// Before `buffer_reads`, a read takes no byte past its packet: what follows (a TLS
