@@ -140,9 +140,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
         Ok(())
     }
 
-    /// Fills `dst` from the buffer, then (unbuffered, or once the buffer is drained) from the
-    /// stream: straight into `dst` when what is missing is at least a buffer's worth, else
-    /// by refilling the buffer with whatever the stream has.
+    /// Fills `dst` (a header, or the short rest of a payload: large reads go through
+    /// `read_append`) from the buffer, then by refilling the buffer with whatever the stream
+    /// has; unbuffered, straight from the stream.
     async fn read_exact(&mut self, dst: &mut [u8]) -> std::io::Result<()> {
         let mut done = 0;
         loop {
@@ -155,7 +155,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
             }
             // The buffer is empty here.
             (self.inpos, self.inlen) = (0, 0);
-            if !self.buffered || dst.len() - done >= READ_BUFFER {
+            if !self.buffered {
                 self.stream.read_exact(&mut dst[done..]).await?;
                 return Ok(());
             }
